@@ -1,0 +1,1 @@
+"""Answer engines: turn a question (and a conversation's earlier turns) into an answer."""

@@ -1,0 +1,1 @@
+"""Sign-in: token verification, the dev issuer, and the caller's identity."""

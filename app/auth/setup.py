@@ -1,0 +1,44 @@
+"""Sign-in per `ANVIL_AUTH_MODE`: the verifier and what the RFC 9728 document advertises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import anyio
+
+from app.auth.principal import Verifier
+from app.config import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class AuthSetup:
+    """The verifier (None when anonymous) and the authorization servers and scopes clients use."""
+
+    verifier: Verifier | None
+    authorization_servers: tuple[str, ...] = ()
+    scopes_supported: tuple[str, ...] = ()
+
+
+async def open_auth(settings: Settings) -> AuthSetup:
+    """Prepare sign-in for the configured mode (reads or creates the dev key off the event loop)."""
+    if settings.auth_mode == "none":
+        return AuthSetup(verifier=None)
+    from app.auth.dev import DEV_AUTHORITY, DEV_CLIENT_ID, DEV_SCOPE, DEV_TENANT_ID, DevIssuer
+
+    issuer = await anyio.to_thread.run_sync(DevIssuer.load_or_create, settings.data_dir)
+    return AuthSetup(
+        verifier=issuer.verifier(),
+        authorization_servers=(f"{DEV_AUTHORITY}/{DEV_TENANT_ID}/v2.0",),
+        scopes_supported=(f"api://{DEV_CLIENT_ID}/{DEV_SCOPE}",),
+    )
+
+
+def protected_resource_metadata(settings: Settings, setup: AuthSetup) -> dict[str, object]:
+    """The RFC 9728 document for the MCP endpoint."""
+    return {
+        "resource": settings.resource_url,
+        "authorization_servers": list(setup.authorization_servers),
+        "scopes_supported": list(setup.scopes_supported),
+        "bearer_methods_supported": ["header"],
+        "resource_name": "Anvil",
+    }

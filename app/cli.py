@@ -1,0 +1,110 @@
+"""The `anvil` command: serve, token, openapi."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.config import Settings, describe_error
+
+
+def _settings(**overrides: Any) -> Settings:
+    """Settings from the environment plus command-line overrides; exits with one line if invalid."""
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as error:
+        print(f"anvil: invalid configuration: {describe_error(error)}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the HTTP server until interrupted."""
+    import uvicorn
+
+    settings = _settings(host=args.host, port=args.port)
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    from app.main import create_app
+
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        lifespan="on",
+        log_level=settings.log_level,
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+    )
+    server = uvicorn.Server(config)
+    server.run()
+    # uvicorn leaves `started` False when the lifespan failed (bad corpus, unreadable key, ...).
+    return 0 if server.started else 3
+
+
+def token(args: argparse.Namespace) -> int:
+    """Print a dev access token for `--user`, valid for servers sharing this data dir."""
+    settings = _settings()
+    if settings.auth_mode != "dev":
+        print(
+            f"anvil: `anvil token` mints dev tokens, but ANVIL_AUTH_MODE is {settings.auth_mode!r}",
+            file=sys.stderr,
+        )
+        return 2
+    from app.auth.dev import DEV_SCOPE, DevIssuer
+
+    issuer = DevIssuer.load_or_create(settings.data_dir)
+    try:
+        minted = issuer.mint(args.user, tenant=args.tenant, scopes=args.scope or [DEV_SCOPE], ttl=args.ttl)
+    except ValueError as error:
+        print(f"anvil: {error}", file=sys.stderr)
+        return 2
+    print(minted)
+    return 0
+
+
+def openapi(_: argparse.Namespace) -> int:
+    """Print the OpenAPI document."""
+    from app.main import create_app
+
+    anvil = create_app(_settings())
+    print(json.dumps(anvil.api.openapi(), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="anvil", description="Anvil: a sessionless MCP service.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("serve", help="run the HTTP server (MCP at /mcp, REST at /api)")
+    p.add_argument("--host", help="bind address (default 127.0.0.1, or ANVIL_HOST)")
+    p.add_argument("--port", type=int, help="port (default 8000, or ANVIL_PORT)")
+    p.set_defaults(run=serve)
+
+    p = commands.add_parser("token", help="print a dev access token")
+    p.add_argument("--user", required=True, help="user name; the same name always maps to the same user")
+    p.add_argument("--tenant", help="tenant id (default: the dev tenant)")
+    p.add_argument("--scope", action="append", help="delegated scope (repeatable; default access_as_user)")
+    p.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
+    p.set_defaults(run=token)
+
+    p = commands.add_parser("openapi", help="print the OpenAPI document")
+    p.set_defaults(run=openapi)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.run(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

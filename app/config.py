@@ -1,0 +1,177 @@
+"""Anvil's settings: one pydantic-settings model, read from `ANVIL_*` environment variables.
+
+Every field has a description; `docs/configuration.md` lists them all (a test keeps the two in
+step). Unsafe combinations are refused here, so a misconfigured service stops at start-up with
+one clear line instead of misbehaving later.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Annotated, Literal, Self
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+CommaList = Annotated[list[str], NoDecode]
+
+LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a bind address or host name) only accepts local connections."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class Settings(BaseSettings):
+    """Every setting Anvil reads. Environment variables carry the `ANVIL_` prefix."""
+
+    model_config = SettingsConfigDict(env_prefix="ANVIL_", extra="ignore", frozen=True)
+
+    host: str = Field("127.0.0.1", description="Address `anvil serve` binds to.")
+    port: int = Field(8000, ge=1, le=65535, description="Port `anvil serve` listens on.")
+    public_url: str | None = Field(
+        None,
+        description=(
+            "Base URL clients use to reach Anvil (e.g. `https://anvil.example.com`); names the protected "
+            "resource in sign-in metadata. Default: `http://<host>:<port>`."
+        ),
+    )
+    auth_mode: Literal["dev", "none"] = Field(
+        "dev",
+        description=(
+            "`dev`: tokens from `anvil token`, loopback only; `none`: anonymous callers, every answer "
+            "one-shot."
+        ),
+    )
+    store: Literal["sqlite", "memory"] = Field(
+        "sqlite", description="Conversation store: `sqlite` (a file under the data dir) or `memory`."
+    )
+    data_dir: Path = Field(
+        Path(".anvil"), description="Folder for the SQLite database and the dev signing key."
+    )
+    answer_engine: Literal["retrieval", "echo"] = Field(
+        "retrieval",
+        description="`retrieval`: cited answers from the Markdown corpus; `echo`: repeats the question.",
+    )
+    corpus_dir: Path | None = Field(
+        None, description="Markdown folder the retrieval engine answers from. Default: the project's `docs/`."
+    )
+    history_max_turns: int = Field(
+        50, ge=1, le=1000, description="Turns kept per conversation; older turns are dropped."
+    )
+    history_max_bytes: int = Field(
+        262_144,
+        ge=4096,
+        le=1_048_576,
+        description="Bytes of questions and answers kept per conversation; older turns are dropped.",
+    )
+    history_ttl_seconds: int = Field(
+        2_592_000, ge=60, description="A conversation expires this many seconds after its last turn."
+    )
+    max_question_chars: int = Field(
+        8000, ge=1, le=32_000, description="Longest `question` accepted, in characters."
+    )
+    max_body_bytes: int = Field(
+        65_536, ge=1024, le=1_048_576, description="Largest request body accepted, in bytes (413 above)."
+    )
+    allowed_hosts: CommaList = Field(
+        default_factory=list,
+        description=(
+            "Comma-separated Host header values accepted besides loopback and the public URL's host "
+            "(`name:*` allows any port, `*` allows any host)."
+        ),
+    )
+    allowed_origins: CommaList = Field(
+        default_factory=list,
+        description=(
+            "Comma-separated browser Origins accepted besides the public URL's origin; requests with "
+            "any other Origin get 403. Requests without an Origin are accepted."
+        ),
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _split_commas(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _check_public_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ValueError("must be an absolute http(s) URL without query or fragment, e.g. https://host")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _refuse_unsafe(self) -> Self:
+        if self.auth_mode == "dev" and not is_loopback(self.host):
+            raise ValueError(
+                f"ANVIL_AUTH_MODE=dev signs in anyone holding the local key, so it only binds to loopback "
+                f"(got host {self.host!r}); use --host 127.0.0.1 or configure real sign-in"
+            )
+        return self
+
+    @property
+    def base_url(self) -> str:
+        """The public URL, or the local address when none is configured."""
+        if self.public_url:
+            return self.public_url
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def resource_url(self) -> str:
+        """The protected resource clients sign in for: the MCP endpoint."""
+        return f"{self.base_url}/mcp"
+
+    def host_patterns(self) -> list[str]:
+        """Host header values accepted: loopback, the public URL's host, and `allowed_hosts`."""
+        patterns = [*LOOPBACK_HOSTS, *self.allowed_hosts]
+        if self.public_url:
+            netloc = urlsplit(self.public_url).netloc
+            patterns.append(netloc)
+            if ":" not in netloc.rsplit("]", 1)[-1]:
+                patterns.append(f"{netloc}:*")
+        return patterns
+
+    def origin_patterns(self) -> list[str]:
+        """Origin header values accepted: the public URL's origin and `allowed_origins`."""
+        patterns = list(self.allowed_origins)
+        if self.public_url:
+            parts = urlsplit(self.public_url)
+            patterns.append(f"{parts.scheme}://{parts.netloc}")
+        return patterns
+
+    def corpus_path(self) -> Path:
+        """The retrieval corpus folder: the setting, else the project's docs next to the package."""
+        if self.corpus_dir is not None:
+            return self.corpus_dir
+        bundled = Path(__file__).resolve().parent.parent / "docs"
+        return bundled if bundled.is_dir() else Path("docs")
+
+
+def describe_error(error: Exception) -> str:
+    """One line naming each invalid setting and why, for start-up failures."""
+    from pydantic import ValidationError
+
+    if not isinstance(error, ValidationError):
+        return str(error)
+    parts = []
+    for item in error.errors():
+        field = ".".join(str(p) for p in item["loc"])
+        msg = item["msg"].removeprefix("Value error, ")
+        parts.append(f"ANVIL_{field.upper()}: {msg}" if field else msg)
+    return "; ".join(parts)

@@ -1,0 +1,1 @@
+"""Conversations: the history rule, turns, bounds, and the stores that keep them."""

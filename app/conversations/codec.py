@@ -1,0 +1,71 @@
+"""The JSON document a stored conversation becomes, shared by the SQLite and Cosmos DB stores.
+
+Keys are short camelCase so documents stay compact and read naturally in Cosmos DB; `id` is
+the conversation key because Cosmos DB requires an `id` and point reads use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from app.conversations.model import Conversation, Turn
+
+
+def to_document(c: Conversation) -> dict[str, Any]:
+    """The JSON-ready document for `c`; `from_document` turns it back into an equal value."""
+    return {
+        "id": c.key,
+        "oid": c.oid,
+        "tid": c.tid,
+        "conversationId": c.conversation_id,
+        "createdAt": c.created_at,
+        "updatedAt": c.updated_at,
+        "expiresAt": c.expires_at,
+        "version": c.version,
+        "dropped": c.dropped,
+        "instructions": c.instructions,
+        "title": c.title,
+        "turns": [_turn_document(t) for t in c.turns],
+    }
+
+
+def from_document(d: Mapping[str, Any]) -> Conversation:
+    """The conversation stored in `d`; keys it does not know (`_etag`, `_ts`, ...) are ignored.
+
+    Numbers are coerced because a JSON round trip may turn `1.0` into `1` and back.
+    """
+    return Conversation(
+        oid=d["oid"],
+        tid=d["tid"],
+        conversation_id=d["conversationId"],
+        created_at=float(d["createdAt"]),
+        updated_at=float(d["updatedAt"]),
+        expires_at=float(d["expiresAt"]),
+        version=int(d["version"]),
+        dropped=int(d["dropped"]),
+        instructions=d.get("instructions"),
+        title=d.get("title"),
+        turns=tuple(_turn_from_document(t) for t in d["turns"]),
+    )
+
+
+def _turn_document(t: Turn) -> dict[str, Any]:
+    doc: dict[str, Any] = {"n": t.number, "q": t.question, "a": t.answer, "at": t.at}
+    # Most turns carry no retry key; leaving the keys out keeps long conversations small.
+    if t.client_request_id is not None:
+        doc["rid"] = t.client_request_id
+    if t.request_digest is not None:
+        doc["digest"] = t.request_digest
+    return doc
+
+
+def _turn_from_document(d: Mapping[str, Any]) -> Turn:
+    return Turn(
+        number=int(d["n"]),
+        question=d["q"],
+        answer=d["a"],
+        at=float(d["at"]),
+        client_request_id=d.get("rid"),
+        request_digest=d.get("digest"),
+    )

@@ -1,0 +1,75 @@
+"""A conversation store in a dict: for tests and single-process development (`ANVIL_STORE=memory`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from app.conversations.model import Conversation, conversation_key
+from app.conversations.store import VersionConflict
+
+#: How often (seconds) a write also sweeps out every expired conversation.
+PURGE_INTERVAL = 300.0
+
+
+class MemoryStore:
+    """`ConversationStore` kept in process memory.
+
+    Methods never await, so each one runs to completion on the event loop: the check and the
+    set in `create` and `replace` cannot interleave with another writer. Values are frozen
+    `Conversation`s, so callers cannot change what is stored behind the store's back.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._items: dict[str, Conversation] = {}
+        self._next_purge = 0.0
+
+    async def get(self, oid: str, conversation_id: str) -> Conversation | None:
+        """The live conversation under this key, or None when missing or expired."""
+        return self._live(conversation_key(oid, conversation_id), self._clock())
+
+    async def create(self, conversation: Conversation) -> None:
+        """Store a new conversation; `VersionConflict` if a live one already has its key."""
+        now = self._clock()
+        if self._live(conversation.key, now) is not None:
+            raise VersionConflict(conversation.key)
+        self._items[conversation.key] = conversation
+        self._purge(now)
+
+    async def replace(self, conversation: Conversation, expected_version: int) -> None:
+        """Overwrite the stored conversation if its version is still `expected_version`."""
+        now = self._clock()
+        current = self._live(conversation.key, now)
+        if current is None or current.version != expected_version:
+            raise VersionConflict(conversation.key)
+        self._items[conversation.key] = conversation
+        self._purge(now)
+
+    async def delete(self, oid: str, conversation_id: str) -> bool:
+        """Remove a conversation; True if a live one was removed."""
+        key = conversation_key(oid, conversation_id)
+        removed = self._items.pop(key, None)
+        return removed is not None and not removed.is_expired(self._clock())
+
+    async def check(self) -> None:
+        """Always ready: there is nothing that can be down."""
+
+    async def aclose(self) -> None:
+        """Nothing to release; the data stays until the store is dropped."""
+
+    def _live(self, key: str, now: float) -> Conversation | None:
+        found = self._items.get(key)
+        if found is not None and found.is_expired(now):
+            del self._items[key]
+            return None
+        return found
+
+    def _purge(self, now: float) -> None:
+        # Conversations nobody reads again are never seen by `_live`; sweep them now and then
+        # so a long-running dev server does not grow without bound.
+        if now < self._next_purge:
+            return
+        self._next_purge = now + PURGE_INTERVAL
+        for key in [k for k, c in self._items.items() if c.is_expired(now)]:
+            del self._items[key]

@@ -1,0 +1,200 @@
+"""A conversation store in one SQLite file, safe to share between processes on one host.
+
+The stdlib `sqlite3` module blocks, so every call runs on one dedicated worker thread that
+owns the connection; the event loop only awaits its results. Writes are single statements
+guarded by the stored version and expiry, so they stay atomic across processes as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from app.conversations.codec import from_document, to_document
+from app.conversations.model import Conversation, conversation_key
+from app.conversations.store import VersionConflict
+from app.errors import Unavailable
+
+_T = TypeVar("_T")
+
+#: Seconds a statement waits for another process's write lock before giving up.
+BUSY_TIMEOUT = 5.0
+#: How often (seconds) a write also deletes every expired row, so the file does not grow forever.
+PURGE_INTERVAL = 600.0
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    key TEXT PRIMARY KEY,
+    oid TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    document TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS conversations_by_owner ON conversations (oid, updated_at);
+-- Lets the periodic purge find expired rows without scanning the table while holding the lock.
+CREATE INDEX IF NOT EXISTS conversations_by_expiry ON conversations (expires_at);
+"""
+
+# Inserts, or takes over the key only when the row there has expired: one statement, so two
+# processes creating the same conversation cannot both succeed.
+_CREATE = """
+INSERT INTO conversations (key, oid, conversation_id, version, updated_at, expires_at, document)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET
+    version = excluded.version,
+    updated_at = excluded.updated_at,
+    expires_at = excluded.expires_at,
+    document = excluded.document
+WHERE conversations.expires_at <= ?
+"""
+
+_REPLACE = """
+UPDATE conversations SET version = ?, updated_at = ?, expires_at = ?, document = ?
+WHERE key = ? AND version = ? AND expires_at > ?
+"""
+
+
+class SqliteStore:
+    """`ConversationStore` in a SQLite file (WAL mode). Open with `await SqliteStore.open(path)`."""
+
+    def __init__(
+        self, executor: ThreadPoolExecutor, connection: sqlite3.Connection, clock: Callable[[], float]
+    ) -> None:
+        self._executor = executor
+        self._connection = connection
+        self._clock = clock
+        self._next_purge = 0.0
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: Path, clock: Callable[[], float] = time.time) -> SqliteStore:
+        """Open (creating if needed) the database at `path`, its parent directory and schema."""
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anvil-sqlite")
+        try:
+            connection = await asyncio.wrap_future(executor.submit(_connect, path))
+        except BaseException:
+            executor.shutdown(wait=False)
+            raise
+        return cls(executor, connection, clock)
+
+    async def get(self, oid: str, conversation_id: str) -> Conversation | None:
+        """The live conversation under this key, or None when missing or expired."""
+        key, now = conversation_key(oid, conversation_id), self._clock()
+
+        def work(db: sqlite3.Connection) -> str | None:
+            row = db.execute(
+                "SELECT document FROM conversations WHERE key = ? AND expires_at > ?", (key, now)
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        document = await self._run(work)
+        return None if document is None else from_document(json.loads(document))
+
+    async def create(self, conversation: Conversation) -> None:
+        """Store a new conversation; `VersionConflict` if a live one already has its key."""
+        c, now, purge = conversation, self._clock(), self._purge_due()
+        row = (c.key, c.oid, c.conversation_id, c.version, c.updated_at, c.expires_at, _dumps(c), now)
+
+        def work(db: sqlite3.Connection) -> int:
+            changed = db.execute(_CREATE, row).rowcount
+            if purge:
+                _purge(db, now)
+            return changed
+
+        if await self._run(work) == 0:
+            raise VersionConflict(c.key)
+
+    async def replace(self, conversation: Conversation, expected_version: int) -> None:
+        """Overwrite the stored conversation if its version is still `expected_version`."""
+        c, now, purge = conversation, self._clock(), self._purge_due()
+        params = (c.version, c.updated_at, c.expires_at, _dumps(c), c.key, expected_version, now)
+
+        def work(db: sqlite3.Connection) -> int:
+            changed = db.execute(_REPLACE, params).rowcount
+            if purge:
+                _purge(db, now)
+            return changed
+
+        if await self._run(work) == 0:
+            raise VersionConflict(c.key)
+
+    async def delete(self, oid: str, conversation_id: str) -> bool:
+        """Remove a conversation; True if a live one was removed (an expired one goes silently)."""
+        key, now = conversation_key(oid, conversation_id), self._clock()
+
+        def work(db: sqlite3.Connection) -> bool:
+            row = db.execute(
+                "DELETE FROM conversations WHERE key = ? RETURNING expires_at > ?", (key, now)
+            ).fetchone()
+            return row is not None and bool(row[0])
+
+        return await self._run(work)
+
+    async def check(self) -> None:
+        """Raise `Unavailable` unless the database answers a trivial query."""
+        await self._run(lambda db: db.execute("SELECT 1").fetchone())
+
+    async def aclose(self) -> None:
+        """Close the connection on its own thread and stop that thread; later calls do nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            # Queued behind any call still running, so those finish before the close.
+            await asyncio.wrap_future(self._executor.submit(self._connection.close))
+        finally:
+            # The queue is empty now, so the idle thread exits without being waited on.
+            self._executor.shutdown(wait=False)
+
+    async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._closed:
+            raise RuntimeError("the SQLite conversation store is closed")
+        future = self._executor.submit(work, self._connection)
+        try:
+            return await asyncio.wrap_future(future)
+        except sqlite3.OperationalError as exc:
+            # Locked by another process beyond the busy timeout, disk full, file gone: all are
+            # conditions a later retry may get past, not bugs in the request.
+            raise Unavailable(
+                "The conversation store is busy or unavailable; retry shortly.", retry_after=1.0
+            ) from exc
+
+    def _purge_due(self) -> bool:
+        # Decided on the loop thread so `_next_purge` is only ever touched there.
+        now = self._clock()
+        if now < self._next_purge:
+            return False
+        self._next_purge = now + PURGE_INTERVAL
+        return True
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # isolation_level=None: autocommit, so each single-statement write commits at once and
+    # never holds the write lock between calls.
+    connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        # Safe with WAL (a crash loses at most the last commits, never corrupts) and much faster.
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.executescript(_SCHEMA)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _purge(db: sqlite3.Connection, now: float) -> None:
+    db.execute("DELETE FROM conversations WHERE expires_at <= ?", (now,))
+
+
+def _dumps(c: Conversation) -> str:
+    return json.dumps(to_document(c), separators=(",", ":"), ensure_ascii=False)

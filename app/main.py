@@ -1,0 +1,196 @@
+"""`create_app(settings)`: the ASGI application. Importing this module starts nothing."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp
+
+import app
+from app.answers.engine import AnswerEngine
+from app.auth.middleware import BearerAuthMiddleware
+from app.auth.setup import open_auth, protected_resource_metadata
+from app.config import Settings
+from app.conversations.service import AskService, HistoryLimits
+from app.conversations.store import ConversationStore
+from app.runtime import Runtime, RuntimeRef
+from app.surface.guard import RequestGuard
+from app.surface.mcp import build_mcp_server
+from app.surface.problem import problem_response
+from app.surface.rest import build_router, install_error_handlers
+
+logger = logging.getLogger(__name__)
+
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+
+
+async def open_store(settings: Settings) -> ConversationStore:
+    """The configured conversation store, opened."""
+    if settings.store == "memory":
+        from app.conversations.memory import MemoryStore
+
+        return MemoryStore()
+    from app.conversations.sqlite import SqliteStore
+
+    return await SqliteStore.open(settings.data_dir / "conversations.sqlite3")
+
+
+async def open_engine(settings: Settings) -> AnswerEngine:
+    """The configured answer engine; the retrieval index is built off the event loop."""
+    if settings.answer_engine == "echo":
+        from app.answers.echo import EchoEngine
+
+        return EchoEngine()
+    from app.answers.retrieval import RetrievalEngine
+
+    corpus = settings.corpus_path()
+    if not corpus.is_dir():
+        raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of Markdown files")
+    return await anyio.to_thread.run_sync(RetrievalEngine.build, corpus)
+
+
+class Anvil:
+    """The assembled application: guard -> sign-in -> FastAPI (REST + MCP)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.runtime = RuntimeRef()
+        self.mcp = build_mcp_server(self.runtime, settings)
+        self.api = self._build_api()
+        signed_in = BearerAuthMiddleware(
+            self.api, runtime=self.runtime, resource_metadata_url=settings.base_url + WELL_KNOWN + "/mcp"
+        )
+        self.asgi: ASGIApp = RequestGuard(
+            signed_in,
+            allowed_hosts=settings.host_patterns(),
+            allowed_origins=settings.origin_patterns(),
+            max_body_bytes=settings.max_body_bytes,
+        )
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.asgi(scope, receive, send)
+
+    def _build_api(self) -> FastAPI:
+        mcp_http = self.mcp.streamable_http_app(
+            streamable_http_path="/mcp",
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=self.settings.max_body_bytes,
+            # Host and Origin are checked by RequestGuard for every route.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        api = FastAPI(
+            title="Anvil",
+            version=app.__version__,
+            description="Sessionless MCP service with conversation history.",
+            lifespan=self._lifespan,
+            docs_url=None,
+            redoc_url=None,
+        )
+        install_error_handlers(api)
+        api.include_router(build_router(self.runtime))
+
+        async def metadata(_: Request) -> Response:
+            document = self.runtime.get().resource_metadata
+            if document is None:
+                return problem_response(404, "Sign-in is off on this server (ANVIL_AUTH_MODE=none).")
+            return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
+
+        api.add_route(WELL_KNOWN, metadata, methods=["GET"], include_in_schema=False)
+        api.add_route(WELL_KNOWN + "/mcp", metadata, methods=["GET"], include_in_schema=False)
+        api.openapi = self._openapi  # type: ignore[method-assign]
+        # Mounted last and at "/" so POST /mcp is served without a redirect to /mcp/.
+        api.mount("/", mcp_http)
+        return api
+
+    @asynccontextmanager
+    async def _lifespan(self, _: FastAPI) -> AsyncIterator[None]:
+        settings = self.settings
+        async with AsyncExitStack() as stack:
+            store = await open_store(settings)
+            stack.push_async_callback(store.aclose)
+            engine = await open_engine(settings)
+            auth = await open_auth(settings)
+            service = AskService(
+                store,
+                engine,
+                limits=HistoryLimits(
+                    max_turns=settings.history_max_turns,
+                    max_bytes=settings.history_max_bytes,
+                    ttl_seconds=settings.history_ttl_seconds,
+                ),
+                max_question_chars=settings.max_question_chars,
+            )
+            self.runtime.set(
+                Runtime(
+                    settings=settings,
+                    service=service,
+                    verifier=auth.verifier,
+                    resource_metadata=(
+                        protected_resource_metadata(settings, auth) if auth.verifier is not None else None
+                    ),
+                    readiness={"store": store.check},
+                )
+            )
+            stack.callback(self.runtime.set, None)
+            await stack.enter_async_context(self.mcp.session_manager.run())
+            logger.info(
+                "Anvil ready: store=%s engine=%s auth=%s", settings.store, engine.name, settings.auth_mode
+            )
+            yield
+
+    def _openapi(self) -> dict[str, Any]:
+        if self.api.openapi_schema is None:
+            self.api.openapi_schema = build_openapi(self.api, self.settings)
+        return self.api.openapi_schema
+
+
+def build_openapi(api: FastAPI, settings: Settings) -> dict[str, Any]:
+    """The OpenAPI document API Management imports: REST routes, `/mcp`, and bearer sign-in."""
+    schema = get_openapi(
+        title=api.title,
+        version=api.version,
+        description=api.description,
+        routes=api.routes,
+        servers=[{"url": settings.base_url}],
+    )
+    schema.setdefault("components", {})["securitySchemes"] = {
+        "bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}
+    }
+    for path, operations in schema["paths"].items():
+        if path.startswith("/api/"):
+            for operation in operations.values():
+                operation["security"] = [{"bearer": []}]
+    schema["paths"]["/mcp"] = {
+        "post": {
+            "operationId": "mcp",
+            "summary": "MCP Streamable HTTP endpoint (JSON-RPC 2.0, stateless, every protocol revision)",
+            "tags": ["mcp"],
+            "security": [{"bearer": []}],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            },
+            "responses": {
+                "200": {"description": "JSON-RPC response", "content": {"application/json": {}}},
+                "202": {"description": "Notification accepted"},
+                "400": {"description": "JSON-RPC error (e.g. -32022 unsupported protocol version)"},
+                "401": {"description": "Sign-in required; WWW-Authenticate names the resource metadata"},
+            },
+        }
+    }
+    return schema
+
+
+def create_app(settings: Settings | None = None) -> Anvil:
+    """Build Anvil for `settings` (read from the environment when omitted)."""
+    return Anvil(settings or Settings())

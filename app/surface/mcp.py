@@ -1,0 +1,132 @@
+"""The MCP surface: tools `ask` and `search` on the official SDK's `MCPServer`, stateless.
+
+Tools are thin: they read the caller from the request, call the shared `AskService`, and map
+its errors to tool errors whose text tells an agent what to do next.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent
+from pydantic import Field
+
+import app
+from app.auth.middleware import principal_of
+from app.auth.principal import Principal
+from app.config import Settings
+from app.conversations.service import AskRequest
+from app.errors import AnvilError
+from app.runtime import RuntimeRef
+from app.surface.models import AskOutput, SearchHit, SearchOutput
+
+INSTRUCTIONS = (
+    "Anvil answers questions from its knowledge base with the `ask` tool and ranks passages with "
+    "`search`. To hold a conversation, pick a conversationId and pass it on every `ask`."
+)
+
+
+def _days(seconds: int) -> str:
+    days = seconds / 86400
+    return f"{days:g} days" if days >= 1 else f"{seconds} seconds"
+
+
+def ask_description(settings: Settings) -> str:
+    return (
+        "Answer a question from Anvil's knowledge base, citing the documents used. "
+        "To hold a conversation, pass the same conversationId on every turn (any new id of 1-64 "
+        "letters, digits, '.', '_' or '-' starts one, e.g. a UUID); earlier turns are then used to "
+        "answer follow-ups. Without a conversationId, or when not signed in, the answer is one-shot "
+        f"and nothing is stored. A conversation lives {_days(settings.history_ttl_seconds)} after its "
+        f"last turn and keeps its latest {settings.history_max_turns} turns; older ones are dropped "
+        "(condensed: true). instructions apply only when a conversation is created. clientRequestId "
+        "makes a retry safe: the same key with the same arguments returns the stored answer."
+    )
+
+
+def principal_from(ctx: Context) -> Principal | None:
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    return principal_of(scope) if isinstance(scope, dict) else None
+
+
+def build_mcp_server(runtime: RuntimeRef, settings: Settings) -> MCPServer[Any]:
+    """The MCP server with Anvil's tools; its HTTP app is mounted by `create_app`."""
+    server: MCPServer[Any] = MCPServer(
+        "anvil",
+        version=app.__version__,
+        instructions=INSTRUCTIONS,
+        subscriptions=False,
+        log_level=settings.log_level.upper(),  # type: ignore[arg-type]
+    )
+
+    @server.tool(name="ask", description=ask_description(settings))
+    async def ask(
+        question: Annotated[str, Field(description="The question to answer.")],
+        ctx: Context,
+        conversationId: Annotated[
+            str | None,
+            Field(description="Continue (or start) this conversation. Omit for a one-shot answer."),
+        ] = None,
+        instructions: Annotated[
+            str | None,
+            Field(description="Instructions for the whole conversation; only when it is created."),
+        ] = None,
+        clientRequestId: Annotated[
+            str | None,
+            Field(description="Retry key (same pattern as conversationId): a retry is never appended twice."),
+        ] = None,
+    ) -> Annotated[CallToolResult, AskOutput]:
+        request = AskRequest(question, conversationId, instructions, clientRequestId)
+        try:
+            result = await runtime.get().service.ask(principal_from(ctx), request)
+        except AnvilError as error:
+            raise ToolError(error.message) from None
+        output = AskOutput.of(result)
+        return CallToolResult(
+            content=[TextContent(type="text", text=result.answer)],
+            structured_content=output.model_dump(mode="json"),
+        )
+
+    @server.tool(
+        name="search",
+        description=(
+            "Rank passages of Anvil's knowledge base for some words, best first, with file, heading "
+            "and score. Use it to read sources; use `ask` for an answer."
+        ),
+    )
+    async def search(
+        searchText: Annotated[str, Field(description="Words to look for.")],
+        maxResults: Annotated[int, Field(description="How many passages to return (1-50).")] = 5,
+    ) -> Annotated[CallToolResult, SearchOutput]:
+        try:
+            passages = await runtime.get().service.search(searchText, maxResults)
+        except AnvilError as error:
+            raise ToolError(error.message) from None
+        output = SearchOutput(results=[SearchHit.of(p) for p in passages])
+        text = "\n\n".join(f"{h.source} ({h.heading}), score {h.score}:\n{h.text}" for h in output.results)
+        return CallToolResult(
+            content=[TextContent(type="text", text=text or "No passage matches.")],
+            structured_content=output.model_dump(mode="json"),
+        )
+
+    tool_names = frozenset({"ask", "search"})
+
+    async def unknown_tool_is_invalid_params(
+        ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        # The SDK answers an unknown tool with an isError result; the spec says -32602.
+        if ctx.method == "tools/call" and ctx.params is not None:
+            name = ctx.params.get("name")
+            if isinstance(name, str) and name not in tool_names:
+                raise MCPError(
+                    code=INVALID_PARAMS, message=f"Unknown tool: {name!r}. Available: ask, search."
+                )
+        return await call_next(ctx)
+
+    server.middleware.append(unknown_tool_is_invalid_params)
+    return server

@@ -1,0 +1,106 @@
+"""The REST surface for API Management and curl: the same service and envelope as MCP."""
+
+# No `from __future__ import annotations`: FastAPI reads the route annotations at runtime.
+
+import math
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.responses import JSONResponse, Response
+
+from app.auth.middleware import principal_of
+from app.auth.principal import Principal
+from app.conversations.service import AskRequest
+from app.errors import AnvilError, Conflict, InvalidInput, NotFound, SignInRequired, Unavailable
+from app.runtime import Runtime, RuntimeRef
+from app.surface.models import AskBody, AskOutput
+from app.surface.problem import problem_response
+
+STATUS = {InvalidInput: 400, SignInRequired: 401, NotFound: 404, Conflict: 409, Unavailable: 503}
+
+PROBLEM = {"description": "Problem document (RFC 9457)", "content": {"application/problem+json": {}}}
+
+
+def error_response(error: AnvilError) -> Response:
+    """Map an `AnvilError` to its status and problem document."""
+    status = next((code for kind, code in STATUS.items() if isinstance(error, kind)), 500)
+    headers = {}
+    if isinstance(error, Unavailable) and error.retry_after is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(error.retry_after)))
+    return problem_response(status, error.message, kind=error.kind, headers=headers)
+
+
+def build_router(runtime_ref: RuntimeRef) -> APIRouter:
+    """Routes under `/api`, plus the health probes."""
+
+    def runtime() -> Runtime:
+        return runtime_ref.get()
+
+    def caller(request: Request) -> Principal | None:
+        return principal_of(request.scope)
+
+    RuntimeDep = Annotated[Runtime, Depends(runtime)]
+    CallerDep = Annotated[Principal | None, Depends(caller)]
+    router = APIRouter()
+
+    @router.post(
+        "/api/ask",
+        response_model=AskOutput,
+        summary="Ask a question",
+        description=(
+            "Same rules as the MCP `ask` tool: history is kept only for a signed-in caller who passes "
+            "a conversationId."
+        ),
+        operation_id="ask",
+        responses={400: PROBLEM, 401: PROBLEM, 409: PROBLEM, 413: PROBLEM, 503: PROBLEM},
+        tags=["ask"],
+    )
+    async def ask(body: AskBody, rt: RuntimeDep, principal: CallerDep) -> AskOutput:
+        request = AskRequest(body.question, body.conversationId, body.instructions, body.clientRequestId)
+        return AskOutput.of(await rt.service.ask(principal, request))
+
+    @router.get("/healthz", summary="Liveness", operation_id="healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @router.get(
+        "/readyz",
+        summary="Readiness: store and key source reachable",
+        operation_id="readyz",
+        tags=["health"],
+        responses={503: {"description": "A dependency is not reachable"}},
+    )
+    async def readyz(rt: RuntimeDep) -> JSONResponse:
+        checks: dict[str, str] = {}
+        for name, probe in rt.readiness.items():
+            try:
+                await probe()
+                checks[name] = "ok"
+            except Exception as error:  # a readiness probe reports, it never raises
+                checks[name] = f"unavailable: {type(error).__name__}"
+        ready = all(value == "ok" for value in checks.values())
+        return JSONResponse(
+            {"status": "ok" if ready else "unavailable", "checks": checks}, 200 if ready else 503
+        )
+
+    return router
+
+
+def install_error_handlers(api: FastAPI) -> None:
+    """Every REST error is a problem document that says what to change."""
+
+    async def anvil_error(_: Request, error: Exception) -> Response:
+        assert isinstance(error, AnvilError)
+        return error_response(error)
+
+    async def validation_error(_: Request, error: Exception) -> Response:
+        assert isinstance(error, RequestValidationError)
+        details = []
+        for item in error.errors():
+            where = ".".join(str(p) for p in item["loc"] if p != "body") or "body"
+            details.append(f"{where}: {item['msg']}")
+        return problem_response(400, "Invalid request: " + "; ".join(details) + ".", kind="invalid-input")
+
+    api.add_exception_handler(AnvilError, anvil_error)
+    api.add_exception_handler(RequestValidationError, validation_error)

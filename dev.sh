@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Anvil's two entry points on a fresh machine:
+#   ./dev.sh serve   start Anvil on 127.0.0.1:8000 with embedded defaults
+#   ./dev.sh test    lint, type-check and run the whole test suite
+# Both create .venv at the repository root when missing and install the project into it.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+VENV=.venv
+PY=${PYTHON:-python3}
+
+ensure_venv() {
+  if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "dev.sh: Python 3.11 or newer is required (set PYTHON=/path/to/python3.11)" >&2
+    exit 2
+  fi
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  local stamp
+  stamp="$VENV/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+  if [ ! -f "$stamp" ]; then
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet -e ".[dev]"
+    rm -f "$VENV"/.installed-*
+    touch "$stamp"
+  fi
+}
+
+case "${1:-}" in
+  serve)
+    shift
+    ensure_venv
+    exec "$VENV/bin/anvil" serve "$@"
+    ;;
+  test)
+    shift
+    ensure_venv
+    export PATH="$PWD/$VENV/bin:$PATH"
+    echo "== ruff"
+    ruff check app tests
+    ruff format --check app tests
+    echo "== mypy (strict)"
+    mypy
+    echo "== pytest"
+    exec pytest "$@"
+    ;;
+  *)
+    echo "usage: ./dev.sh serve [--host H] [--port P] | ./dev.sh test [pytest args]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,195 @@
+"""What every `ConversationStore` must do, as one test class to subclass per store.
+
+A subclass provides a `store` fixture that yields an opened store reading time from the
+`clock` fixture (override `clock` too if the store needs a different one), and closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+import pytest
+
+from app.conversations.model import Conversation, Turn
+from app.conversations.store import ConversationStore, VersionConflict
+
+TTL = 3600.0
+
+
+class FakeClock:
+    """A clock the tests move by hand; call it for the current time."""
+
+    def __init__(self, now: float = 1_700_000_000.25) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def make_conversation(
+    clock: FakeClock, oid: str = "oid-1", conversation_id: str = "conv-1", **changes: Any
+) -> Conversation:
+    """A one-turn conversation written now, with `changes` applied to its fields."""
+    written_now = Conversation(
+        oid=oid,
+        tid="tenant-1",
+        conversation_id=conversation_id,
+        created_at=clock.now,
+        updated_at=clock.now,
+        expires_at=clock.now + TTL,
+        version=1,
+        turns=(Turn(1, "What is Anvil?", "A service.", clock.now),),
+    )
+    return dataclasses.replace(written_now, **changes)
+
+
+def next_version(c: Conversation, clock: FakeClock, title: str = "next") -> Conversation:
+    """`c` after one more write: the shape `replace` is given by the service."""
+    return make_conversation(
+        clock,
+        c.oid,
+        c.conversation_id,
+        created_at=c.created_at,
+        version=c.version + 1,
+        title=title,
+        turns=(*c.turns, Turn(c.next_turn_number, "And then?", "More.", clock.now)),
+    )
+
+
+@pytest.mark.anyio
+class StoreContract:
+    """Behaviour shared by the memory, SQLite and Cosmos DB stores."""
+
+    @pytest.fixture
+    def clock(self) -> FakeClock:
+        return FakeClock()
+
+    async def test_get_missing_returns_none(self, store: ConversationStore) -> None:
+        assert await store.get("oid-1", "nothing-here") is None
+
+    async def test_create_then_get_round_trips_every_field(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        turns = (
+            Turn(4, "Première question ✓", "Réponse\nsur deux lignes", clock.now - 30.5),
+            Turn(5, "with retry key", "answer", clock.now - 10.125, "req-1", "sha256:abc"),
+            Turn(6, "only a retry key", "", clock.now, client_request_id="req-2"),
+        )
+        c = make_conversation(
+            clock, version=7, turns=turns, dropped=3, instructions="Be brief.", title="Tëst 🔨"
+        )
+        await store.create(c)
+        assert await store.get("oid-1", "conv-1") == c
+
+    async def test_create_twice_conflicts(self, store: ConversationStore, clock: FakeClock) -> None:
+        first = make_conversation(clock, title="first")
+        await store.create(first)
+        with pytest.raises(VersionConflict):
+            await store.create(make_conversation(clock, title="second"))
+        assert await store.get("oid-1", "conv-1") == first
+
+    async def test_replace_with_current_version_succeeds(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        c1 = make_conversation(clock)
+        await store.create(c1)
+        clock.advance(5)
+        c2 = next_version(c1, clock)
+        await store.replace(c2, expected_version=1)
+        assert await store.get("oid-1", "conv-1") == c2
+        c3 = next_version(c2, clock, title="third")
+        await store.replace(c3, expected_version=2)
+        assert await store.get("oid-1", "conv-1") == c3
+        assert c3.version == 3
+
+    async def test_replace_with_stale_version_conflicts_and_keeps_stored_value(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        c1 = make_conversation(clock)
+        await store.create(c1)
+        c2 = next_version(c1, clock)
+        await store.replace(c2, expected_version=1)
+        with pytest.raises(VersionConflict):
+            await store.replace(next_version(c1, clock, title="stale"), expected_version=1)
+        assert await store.get("oid-1", "conv-1") == c2
+
+    async def test_replace_missing_conflicts(self, store: ConversationStore, clock: FakeClock) -> None:
+        with pytest.raises(VersionConflict):
+            await store.replace(make_conversation(clock, version=2), expected_version=1)
+        assert await store.get("oid-1", "conv-1") is None
+
+    async def test_expired_conversation_reads_as_missing(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        await store.create(make_conversation(clock))
+        clock.advance(TTL - 1)
+        assert await store.get("oid-1", "conv-1") is not None
+        clock.advance(1)  # exactly at expires_at: expired
+        assert await store.get("oid-1", "conv-1") is None
+
+    async def test_create_over_expired_succeeds(self, store: ConversationStore, clock: FakeClock) -> None:
+        await store.create(make_conversation(clock, title="old"))
+        clock.advance(TTL + 1)
+        fresh = make_conversation(clock, title="fresh")
+        await store.create(fresh)
+        assert await store.get("oid-1", "conv-1") == fresh
+
+    async def test_replace_expired_conflicts(self, store: ConversationStore, clock: FakeClock) -> None:
+        c1 = make_conversation(clock)
+        await store.create(c1)
+        clock.advance(TTL + 1)
+        with pytest.raises(VersionConflict):
+            await store.replace(next_version(c1, clock), expected_version=1)
+        assert await store.get("oid-1", "conv-1") is None
+
+    async def test_delete_live_returns_true_and_removes(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        await store.create(make_conversation(clock))
+        assert await store.delete("oid-1", "conv-1") is True
+        assert await store.get("oid-1", "conv-1") is None
+        assert await store.delete("oid-1", "conv-1") is False
+
+    async def test_delete_missing_returns_false(self, store: ConversationStore) -> None:
+        assert await store.delete("oid-1", "nothing-here") is False
+
+    async def test_delete_expired_returns_false(self, store: ConversationStore, clock: FakeClock) -> None:
+        await store.create(make_conversation(clock))
+        clock.advance(TTL + 1)
+        assert await store.delete("oid-1", "conv-1") is False
+
+    async def test_keys_are_per_owner_and_conversation(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        mine = make_conversation(clock, "oid-a", "shared", title="mine")
+        theirs = make_conversation(clock, "oid-b", "shared", title="theirs")
+        await store.create(mine)
+        await store.create(theirs)
+        assert await store.get("oid-a", "shared") == mine
+        assert await store.get("oid-b", "shared") == theirs
+        await store.replace(next_version(mine, clock), expected_version=1)
+        assert await store.get("oid-b", "shared") == theirs
+        assert await store.delete("oid-a", "shared") is True
+        assert await store.get("oid-b", "shared") == theirs
+
+    async def test_check_passes(self, store: ConversationStore) -> None:
+        await store.check()
+
+    async def test_concurrent_replaces_from_one_version_let_exactly_one_win(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        c1 = make_conversation(clock)
+        await store.create(c1)
+        attempts = [next_version(c1, clock, title=f"writer {i}") for i in range(10)]
+        results = await asyncio.gather(
+            *(store.replace(a, expected_version=1) for a in attempts), return_exceptions=True
+        )
+        winners = [a for a, r in zip(attempts, results, strict=True) if r is None]
+        assert len(winners) == 1
+        assert all(isinstance(r, VersionConflict) for r in results if r is not None)
+        assert await store.get("oid-1", "conv-1") == winners[0]

@@ -1,0 +1,28 @@
+"""The store contract run against the stores that need no cloud: memory and SQLite."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from app.conversations.memory import MemoryStore
+from app.conversations.sqlite import SqliteStore
+from app.conversations.store import ConversationStore
+
+from .store_contract import FakeClock, StoreContract
+
+
+class TestLocalStores(StoreContract):
+    @pytest.fixture(params=["memory", "sqlite"])
+    async def store(
+        self, request: pytest.FixtureRequest, clock: FakeClock, tmp_path: Path
+    ) -> AsyncIterator[ConversationStore]:
+        opened: ConversationStore
+        if request.param == "memory":
+            opened = MemoryStore(clock)
+        else:
+            opened = await SqliteStore.open(tmp_path / "data" / "conversations.db", clock)
+        yield opened
+        await opened.aclose()

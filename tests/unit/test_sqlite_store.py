@@ -1,0 +1,173 @@
+"""SQLite store behaviour beyond the shared contract: files, processes, purging, threads."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from app.conversations import sqlite as sqlite_module
+from app.conversations.model import Conversation, Turn
+from app.conversations.sqlite import SqliteStore
+from app.conversations.store import VersionConflict
+from app.errors import Unavailable
+
+pytestmark = pytest.mark.anyio
+
+TTL = 3600.0
+
+
+class Clock:
+    """A clock the tests move by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def conversation(clock: Clock, conversation_id: str = "conv-1", version: int = 1) -> Conversation:
+    return Conversation(
+        oid="oid-1",
+        tid="tenant-1",
+        conversation_id=conversation_id,
+        created_at=clock.now,
+        updated_at=clock.now,
+        expires_at=clock.now + TTL,
+        version=version,
+        turns=tuple(Turn(n, f"q{n}", f"a{n}", clock.now) for n in range(1, version + 1)),
+    )
+
+
+def stored_keys(path: Path) -> list[str]:
+    """Keys physically in the file, expired or not, read by an independent connection."""
+    with closing(sqlite3.connect(path)) as raw:
+        return [row[0] for row in raw.execute("SELECT key FROM conversations ORDER BY key")]
+
+
+def journal_mode(path: Path) -> str:
+    assert path.exists()
+    with closing(sqlite3.connect(path)) as raw:
+        return str(raw.execute("PRAGMA journal_mode").fetchone()[0])
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "nested" / "dir" / "conversations.db"
+
+
+@pytest.fixture
+async def store(path: Path, clock: Clock) -> AsyncIterator[SqliteStore]:
+    opened = await SqliteStore.open(path, clock)
+    yield opened
+    await opened.aclose()
+
+
+async def test_open_creates_the_directory_and_a_wal_database(store: SqliteStore, path: Path) -> None:
+    assert journal_mode(path) == "wal"
+
+
+async def test_data_survives_close_and_reopen(path: Path, clock: Clock) -> None:
+    first = await SqliteStore.open(path, clock)
+    await first.create(conversation(clock))
+    await first.aclose()
+    again = await SqliteStore.open(path, clock)
+    try:
+        assert await again.get("oid-1", "conv-1") == conversation(clock)
+    finally:
+        await again.aclose()
+
+
+async def test_two_stores_on_one_file_share_writes_and_conflicts(
+    store: SqliteStore, path: Path, clock: Clock
+) -> None:
+    other = await SqliteStore.open(path, clock)
+    try:
+        await store.create(conversation(clock))
+        assert await other.get("oid-1", "conv-1") == conversation(clock)
+        with pytest.raises(VersionConflict):
+            await other.create(conversation(clock))
+        await other.replace(conversation(clock, version=2), expected_version=1)
+        with pytest.raises(VersionConflict):
+            await store.replace(conversation(clock, version=2), expected_version=1)
+        assert await store.get("oid-1", "conv-1") == conversation(clock, version=2)
+        assert await other.delete("oid-1", "conv-1") is True
+        assert await store.get("oid-1", "conv-1") is None
+    finally:
+        await other.aclose()
+
+
+async def test_expired_rows_are_purged_by_a_later_write(store: SqliteStore, path: Path, clock: Clock) -> None:
+    await store.create(conversation(clock, "soon-gone"))
+    clock.now += TTL + sqlite_module.PURGE_INTERVAL
+    await store.create(conversation(clock, "fresh"))
+    assert stored_keys(path) == ["mcp:oid-1:fresh"]
+
+
+async def test_sqlite_work_runs_on_one_thread_that_is_not_the_loops(store: SqliteStore, clock: Clock) -> None:
+    threads: set[int] = set()
+
+    def record(statement: str) -> None:
+        threads.add(threading.get_ident())
+
+    # The trace callback runs on whichever thread executes a statement.
+    await store._run(lambda db: db.set_trace_callback(record))
+    await store.create(conversation(clock))
+    await store.replace(conversation(clock, version=2), expected_version=1)
+    await store.get("oid-1", "conv-1")
+    await store.check()
+    assert len(threads) == 1
+    assert threading.get_ident() not in threads
+
+
+async def test_loop_keeps_running_while_a_write_waits_for_another_process(
+    store: SqliteStore, path: Path, clock: Clock
+) -> None:
+    other_process = sqlite3.connect(path, isolation_level=None)
+    try:
+        other_process.execute("BEGIN IMMEDIATE")  # holds the write lock
+        write = asyncio.create_task(store.create(conversation(clock)))
+        ticks = 0
+        for _ in range(5):
+            await asyncio.sleep(0.02)
+            ticks += 1
+        assert ticks == 5 and not write.done()
+        other_process.execute("ROLLBACK")
+        await write
+    finally:
+        other_process.close()
+    assert await store.get("oid-1", "conv-1") == conversation(clock)
+
+
+async def test_lock_held_past_the_busy_timeout_reports_unavailable(
+    path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "BUSY_TIMEOUT", 0.05)
+    impatient = await SqliteStore.open(path, clock)
+    other_process = sqlite3.connect(path, isolation_level=None)
+    try:
+        other_process.execute("BEGIN IMMEDIATE")
+        with pytest.raises(Unavailable):
+            await impatient.create(conversation(clock))
+    finally:
+        other_process.close()
+        await impatient.aclose()
+
+
+async def test_aclose_twice_is_safe_and_later_calls_fail_clearly(path: Path, clock: Clock) -> None:
+    closing = await SqliteStore.open(path, clock)
+    await closing.aclose()
+    await closing.aclose()
+    with pytest.raises(RuntimeError, match="closed"):
+        await closing.get("oid-1", "conv-1")
