@@ -5,17 +5,26 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
-from app.config import Settings, describe_error
+from app.config import Settings, describe_error, unknown_variables
 
 
 def _settings(**overrides: Any) -> Settings:
     """Settings from the environment plus command-line overrides; exits with one line if invalid."""
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        print(
+            f"anvil: invalid configuration: unknown setting {', '.join(unknown)}; "
+            "see docs/configuration.md for the names",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as error:
@@ -31,6 +40,9 @@ def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # The SDK logs every stateless request's transport teardown at INFO: noise, not news.
+    for name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
     from app.main import create_app
 
     config = uvicorn.Config(

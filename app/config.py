@@ -8,6 +8,7 @@ one clear line instead of misbehaving later.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal, Self
 from urllib.parse import urlsplit
@@ -161,6 +162,12 @@ class Settings(BaseSettings):
             return self.corpus_dir
         bundled = Path(__file__).resolve().parent.parent / "docs"
         return bundled if bundled.is_dir() else Path("docs")
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """`ANVIL_*` variables that name no setting (typos would otherwise be silently ignored)."""
+    known = {f"ANVIL_{name.upper()}" for name in Settings.model_fields}
+    return sorted(name for name in environ if name.upper().startswith("ANVIL_") and name.upper() not in known)
 
 
 def describe_error(error: Exception) -> str:

@@ -84,7 +84,7 @@ class BearerAuthMiddleware:
         return problem_response(
             error.status,
             error.description,
-            kind=error.error.replace("_", "-"),
+            kind=error.error.replace("_", "-") if token_sent else "sign-in-required",
             headers={"WWW-Authenticate": "Bearer " + ", ".join(params)},
         )
 

@@ -134,12 +134,12 @@ class AskService:
 
     async def _continue(self, principal: Principal, request: AskRequest, conversation_id: str) -> AskResult:
         digest = _request_digest(request)
-        now = self._clock()
         answer_text: str | None = None
         sources: tuple[Passage, ...] = ()
         answered_at_version = -1
         for _ in range(MAX_WRITE_ATTEMPTS):
             stored = await self.store.get(principal.oid, conversation_id)
+            now = self._clock()
             if stored is not None and stored.tid != principal.tid:
                 raise Conflict(
                     f"conversationId {conversation_id!r} is already used by your account in another "

@@ -12,8 +12,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, TextContent
-from pydantic import Field
+from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent
+from pydantic import Field, ValidationError
 
 import app
 from app.auth.middleware import principal_of
@@ -48,15 +48,37 @@ def ask_description(settings: Settings) -> str:
     )
 
 
+class AnvilMCPServer(MCPServer[Any]):
+    """`MCPServer` whose argument errors name each bad field in words an agent can act on.
+
+    The SDK reports them as raw pydantic text with documentation links and echoes the values.
+    """
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            cause = error.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in item['loc']) or 'arguments'}: {item['msg']}"
+                for item in cause.errors()
+            )
+            raise ToolError(f"Invalid arguments for {name}: {problems}. Fix them and call again.") from None
+
+
 def principal_from(ctx: Context) -> Principal | None:
     request = ctx.request_context.request
     scope = getattr(request, "scope", None)
     return principal_of(scope) if isinstance(scope, dict) else None
 
 
-def build_mcp_server(runtime: RuntimeRef, settings: Settings) -> MCPServer[Any]:
+def build_mcp_server(runtime: RuntimeRef, settings: Settings) -> AnvilMCPServer:
     """The MCP server with Anvil's tools; its HTTP app is mounted by `create_app`."""
-    server: MCPServer[Any] = MCPServer(
+    server = AnvilMCPServer(
         "anvil",
         version=app.__version__,
         instructions=INSTRUCTIONS,

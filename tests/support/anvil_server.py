@@ -1,0 +1,100 @@
+"""Start a real `anvil serve` process on a free loopback port, and always reap it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from app.auth.dev import DevIssuer
+
+START_TIMEOUT = 60.0
+
+
+def free_port() -> int:
+    """A port that was free a moment ago on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def anvil_command() -> list[str]:
+    """The installed `anvil` console script next to this Python, else the module."""
+    script = Path(sys.executable).with_name("anvil")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+
+
+@dataclass
+class AnvilServer:
+    """A running server: its base URL, data dir and log file."""
+
+    url: str
+    data_dir: Path
+    log_path: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+    def token(self, user: str, **kwargs: object) -> str:
+        """A dev token this server accepts (the same key `anvil token` uses)."""
+        return DevIssuer.load_or_create(self.data_dir).mint(user, **kwargs)  # type: ignore[arg-type]
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+def wait_until_ready(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    """Poll `/healthz` until it answers; fail fast with the log if the process exits."""
+    deadline = time.monotonic() + START_TIMEOUT
+    with httpx.Client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"anvil serve exited with {process.returncode}:\n{log_path.read_text()}")
+            try:
+                if client.get(f"{url}/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)  # polling interval of a readiness probe, not synchronisation
+    raise RuntimeError(f"anvil serve did not become ready in {START_TIMEOUT}s:\n{log_path.read_text()}")
+
+
+@contextmanager
+def run_anvil(data_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[AnvilServer]:
+    """Run `anvil serve` with `env` on top of a clean ANVIL_* environment."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
+    full_env = {
+        **base_env,
+        "ANVIL_DATA_DIR": str(data_dir),
+        "ANVIL_PORT": str(port),
+        "ANVIL_LOG_LEVEL": "warning",
+        **(env or {}),
+    }
+    log_path = data_dir / "server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [*anvil_command(), "serve"], env=full_env, stdout=log, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(url, process, log_path)
+        yield AnvilServer(url=url, data_dir=data_dir, log_path=log_path, process=process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

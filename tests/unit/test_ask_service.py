@@ -1,0 +1,652 @@
+"""AskService: the history rule, ids, bounds, expiry, instructions, receipts and concurrency."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from app.answers.echo import EchoEngine
+from app.answers.engine import Answer, Exchange, Passage
+from app.auth.principal import Principal
+from app.conversations.memory import MemoryStore
+from app.conversations.model import CONVERSATION_ID_PATTERN, Conversation, Turn
+from app.conversations.service import AskRequest, AskService, HistoryLimits
+from app.conversations.store import VersionConflict
+from app.errors import Conflict, InvalidInput
+
+pytestmark = pytest.mark.anyio
+
+TENANT = "tenant-1"
+ALICE = Principal(oid="oid-alice", tid=TENANT, scopes=frozenset({"access_as_user"}), expires_at=2e9)
+BOB = Principal(oid="oid-bob", tid=TENANT, scopes=frozenset({"access_as_user"}), expires_at=2e9)
+ALICE_ELSEWHERE = dataclasses.replace(ALICE, tid="tenant-2")
+
+
+class FakeClock:
+    """A clock the tests move by hand."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class CountingStore:
+    """Delegates to a `MemoryStore` and counts every call, so tests can prove "zero store calls".
+
+    With `yielding=True` every call first lets other tasks run, so concurrent asks interleave
+    between reading a conversation and writing it back.
+    """
+
+    def __init__(self, inner: MemoryStore, *, yielding: bool = False) -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+        self.yielding = yielding
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+    async def _enter(self, name: str) -> None:
+        self.calls[name] += 1
+        if self.yielding:
+            await anyio.lowlevel.checkpoint()
+
+    async def get(self, oid: str, conversation_id: str) -> Conversation | None:
+        await self._enter("get")
+        return await self.inner.get(oid, conversation_id)
+
+    async def create(self, conversation: Conversation) -> None:
+        await self._enter("create")
+        await self.inner.create(conversation)
+
+    async def replace(self, conversation: Conversation, expected_version: int) -> None:
+        await self._enter("replace")
+        await self.inner.replace(conversation, expected_version)
+
+    async def delete(self, oid: str, conversation_id: str) -> bool:
+        await self._enter("delete")
+        return await self.inner.delete(oid, conversation_id)
+
+    async def check(self) -> None:
+        await self._enter("check")
+
+    async def aclose(self) -> None:
+        await self._enter("aclose")
+
+
+class InterruptingStore(CountingStore):
+    """On the first `replace`, another writer's turn lands just before ours, which then conflicts."""
+
+    def __init__(self, inner: MemoryStore, clock: FakeClock) -> None:
+        super().__init__(inner)
+        self.clock = clock
+        self.interrupted = False
+
+    async def replace(self, conversation: Conversation, expected_version: int) -> None:
+        if not self.interrupted:
+            self.interrupted = True
+            current = await self.inner.get(conversation.oid, conversation.conversation_id)
+            assert current is not None
+            other = Turn(current.next_turn_number, "other writer", "other answer", self.clock.now)
+            await self.inner.replace(
+                dataclasses.replace(
+                    current,
+                    turns=(*current.turns, other),
+                    version=current.version + 1,
+                ),
+                expected_version=current.version,
+            )
+            self.calls["replace"] += 1
+            raise VersionConflict(conversation.key)
+        await super().replace(conversation, expected_version)
+
+
+@dataclass(frozen=True)
+class EngineCall:
+    question: str
+    history: tuple[Exchange, ...]
+    instructions: str | None
+
+
+class RecordingEngine:
+    """Answers like `EchoEngine` and records what it was given; optionally yields first."""
+
+    name = "recording"
+
+    def __init__(self, *, yielding: bool = False) -> None:
+        self.calls: list[EngineCall] = []
+        self.searches: list[tuple[str, int]] = []
+        self.yielding = yielding
+        self._echo = EchoEngine()
+
+    async def answer(
+        self, question: str, history: Sequence[Exchange], instructions: str | None = None
+    ) -> Answer:
+        self.calls.append(EngineCall(question, tuple(history), instructions))
+        if self.yielding:
+            await anyio.lowlevel.checkpoint()
+        return await self._echo.answer(question, history, instructions)
+
+    async def search(self, text: str, max_results: int) -> list[Passage]:
+        self.searches.append((text, max_results))
+        return [Passage("guide.md", "Heading", f"about {text}", 1.0)]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def memory(clock: FakeClock) -> MemoryStore:
+    return MemoryStore(clock=clock)
+
+
+@pytest.fixture
+def store(memory: MemoryStore) -> CountingStore:
+    return CountingStore(memory)
+
+
+@pytest.fixture
+def engine() -> RecordingEngine:
+    return RecordingEngine()
+
+
+@pytest.fixture
+def service(store: CountingStore, engine: RecordingEngine, clock: FakeClock) -> AskService:
+    return AskService(store, engine, clock=clock)
+
+
+def stored_key(memory: MemoryStore, principal: Principal, conversation_id: str) -> str:
+    """The key `MemoryStore` keeps the conversation under (read from its items)."""
+    keys = [key for key, item in memory._items.items() if item.oid == principal.oid]
+    assert keys == [f"mcp:{principal.oid}:{conversation_id}"]
+    return keys[0]
+
+
+# --- the history rule --------------------------------------------------------------------------
+
+
+async def test_signed_in_with_id_creates_then_continues(
+    service: AskService, engine: RecordingEngine, memory: MemoryStore
+) -> None:
+    first = await service.ask(ALICE, AskRequest("What is Anvil?", conversation_id="conv-1"))
+
+    assert first.created is True
+    assert first.turn == 1
+    assert first.conversation_id == "conv-1"
+    assert first.note is None
+    assert first.condensed is False
+    assert first.answer == "Echo: What is Anvil?"
+    assert engine.calls[0].history == ()
+
+    second = await service.ask(ALICE, AskRequest("And how?", conversation_id="conv-1"))
+
+    assert engine.calls[1].history == (Exchange("What is Anvil?", "Echo: What is Anvil?"),)
+    assert second.turn == 2
+    assert second.created is False
+    assert second.conversation_id == "conv-1"
+    assert second.note is None
+    assert stored_key(memory, ALICE, "conv-1") == f"mcp:{ALICE.oid}:conv-1"
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert [(t.number, t.question) for t in stored.turns] == [(1, "What is Anvil?"), (2, "And how?")]
+    assert stored.tid == TENANT
+
+
+async def test_signed_in_without_id_is_one_shot_with_no_store_calls(
+    service: AskService, store: CountingStore, engine: RecordingEngine
+) -> None:
+    result = await service.ask(ALICE, AskRequest("What is Anvil?"))
+
+    assert result.conversation_id is None
+    assert result.turn is None
+    assert result.created is False
+    assert result.condensed is False
+    assert result.note is not None
+    assert "No conversationId was given" in result.note
+    assert result.answer == "Echo: What is Anvil?"
+    assert engine.calls == [EngineCall("What is Anvil?", (), None)]
+    assert store.total == 0
+
+
+async def test_anonymous_with_id_is_one_shot_and_the_id_is_ignored(
+    service: AskService, store: CountingStore, memory: MemoryStore
+) -> None:
+    result = await service.ask(None, AskRequest("What is Anvil?", conversation_id="conv-1"))
+
+    assert result.conversation_id is None
+    assert result.turn is None
+    assert result.created is False
+    assert result.note is not None
+    assert "ignored" in result.note
+    assert "not signed in" in result.note
+    assert store.total == 0
+    assert memory._items == {}
+
+
+@pytest.mark.parametrize("principal", [ALICE, None], ids=["signed-in", "anonymous"])
+@pytest.mark.parametrize("conversation_id", ["", "a b", "x" * 65, "a/b", "ü", "a:b", "a\n"])
+async def test_invalid_conversation_id_is_refused_naming_the_rule(
+    service: AskService, store: CountingStore, principal: Principal | None, conversation_id: str
+) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        await service.ask(principal, AskRequest("Hello?", conversation_id=conversation_id))
+
+    assert CONVERSATION_ID_PATTERN == "^[A-Za-z0-9._-]{1,64}$"
+    assert "^[A-Za-z0-9._-]{1,64}$" in refused.value.message
+    assert store.total == 0
+
+
+@pytest.mark.parametrize("conversation_id", ["a", "A.b_c-9", "x" * 64])
+async def test_valid_conversation_id_edge_cases_are_accepted(
+    service: AskService, memory: MemoryStore, conversation_id: str
+) -> None:
+    result = await service.ask(ALICE, AskRequest("Hello?", conversation_id=conversation_id))
+
+    assert result.created is True
+    assert result.conversation_id == conversation_id
+    assert await memory.get(ALICE.oid, conversation_id) is not None
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\n\t "])
+async def test_empty_question_is_refused(service: AskService, store: CountingStore, question: str) -> None:
+    with pytest.raises(InvalidInput, match="question must not be empty"):
+        await service.ask(ALICE, AskRequest(question, conversation_id="conv-1"))
+    assert store.total == 0
+
+
+async def test_too_long_question_is_refused_naming_the_limit(
+    store: CountingStore, engine: RecordingEngine, clock: FakeClock
+) -> None:
+    service = AskService(store, engine, max_question_chars=100, clock=clock)
+
+    with pytest.raises(InvalidInput) as refused:
+        await service.ask(ALICE, AskRequest("x" * 101, conversation_id="conv-1"))
+
+    assert "101" in refused.value.message
+    assert "100" in refused.value.message
+    assert store.total == 0
+    assert engine.calls == []
+    accepted = await service.ask(ALICE, AskRequest("x" * 100, conversation_id="conv-1"))
+    assert accepted.turn == 1
+
+
+# --- who owns a conversation -------------------------------------------------------------------
+
+
+async def test_another_user_with_the_same_id_starts_fresh(
+    service: AskService, engine: RecordingEngine, memory: MemoryStore
+) -> None:
+    await service.ask(ALICE, AskRequest("Alice's secret question", conversation_id="shared"))
+    alice_before = await memory.get(ALICE.oid, "shared")
+
+    bob = await service.ask(BOB, AskRequest("Bob's question", conversation_id="shared"))
+
+    assert bob.created is True
+    assert bob.turn == 1
+    assert "Alice" not in bob.answer
+    bob_call = engine.calls[-1]
+    assert bob_call.history == ()
+    assert await memory.get(ALICE.oid, "shared") == alice_before
+    bob_stored = await memory.get(BOB.oid, "shared")
+    assert bob_stored is not None
+    assert [t.question for t in bob_stored.turns] == ["Bob's question"]
+
+    alice_next = await service.ask(ALICE, AskRequest("Again", conversation_id="shared"))
+    assert alice_next.turn == 2
+    alice_call = engine.calls[-1]
+    assert alice_call.history == (Exchange("Alice's secret question", "Echo: Alice's secret question"),)
+
+
+async def test_same_user_in_another_tenant_is_refused_and_nothing_changes(
+    service: AskService, engine: RecordingEngine, memory: MemoryStore
+) -> None:
+    await service.ask(ALICE, AskRequest("First", conversation_id="conv-1"))
+    before = await memory.get(ALICE.oid, "conv-1")
+
+    with pytest.raises(Conflict, match="conv-1"):
+        await service.ask(ALICE_ELSEWHERE, AskRequest("From elsewhere", conversation_id="conv-1"))
+
+    assert await memory.get(ALICE.oid, "conv-1") == before
+    assert [call.question for call in engine.calls] == ["First"]
+
+
+# --- bounds ------------------------------------------------------------------------------------
+
+
+async def test_turn_bound_keeps_the_newest_turns_and_counts_dropped_ones(
+    store: CountingStore, engine: RecordingEngine, memory: MemoryStore, clock: FakeClock
+) -> None:
+    service = AskService(store, engine, limits=HistoryLimits(max_turns=3), clock=clock)
+    results = [
+        await service.ask(ALICE, AskRequest(f"question {n}", conversation_id="conv-1")) for n in range(1, 6)
+    ]
+
+    assert [r.turn for r in results] == [1, 2, 3, 4, 5]
+    assert [r.condensed for r in results] == [False, False, False, True, True]
+    assert [r.note for r in results[:3]] == [None, None, None]
+    assert results[3].note is not None
+    assert "1 older turn was dropped" in results[3].note
+    assert "(1 dropped in all)" in results[3].note
+    assert results[4].note is not None
+    assert "1 older turn was dropped" in results[4].note
+    assert "(2 dropped in all)" in results[4].note
+
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert [t.number for t in stored.turns] == [3, 4, 5]
+    assert stored.dropped == 2
+    assert [e.question for e in engine.calls[-1].history] == ["question 2", "question 3", "question 4"]
+
+    sixth = await service.ask(ALICE, AskRequest("question 6", conversation_id="conv-1"))
+    assert sixth.turn == 6
+    assert sixth.note is not None
+    assert "(3 dropped in all)" in sixth.note
+
+
+async def test_byte_bound_keeps_the_newest_turns_that_fit(
+    store: CountingStore, memory: MemoryStore, clock: FakeClock
+) -> None:
+    # With EchoEngine and a 1000-character question, turn 1 takes 1000 + 1006 + 64 = 2070 bytes
+    # and each later turn 1000 + 2036 + 64 = 3100 (its answer also quotes the previous question),
+    # so 6500 bytes hold two turns.
+    service = AskService(store, EchoEngine(), limits=HistoryLimits(max_bytes=6500), clock=clock)
+    question = "q" * 1000
+
+    results = [await service.ask(ALICE, AskRequest(question, conversation_id="conv-1")) for _ in range(4)]
+
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert [t.size() for t in stored.turns] == [3100, 3100]
+    assert [t.number for t in stored.turns] == [3, 4]
+    assert stored.dropped == 2
+    assert [r.turn for r in results] == [1, 2, 3, 4]
+    assert [r.condensed for r in results] == [False, False, True, True]
+    assert results[2].note is not None
+    assert "1 older turn was dropped" in results[2].note
+    assert "(1 dropped in all)" in results[2].note
+    assert results[3].note is not None
+    assert "(2 dropped in all)" in results[3].note
+
+
+async def test_byte_bound_never_drops_the_turn_just_answered(
+    store: CountingStore, memory: MemoryStore, clock: FakeClock
+) -> None:
+    service = AskService(store, EchoEngine(), limits=HistoryLimits(max_bytes=100), clock=clock)
+
+    await service.ask(ALICE, AskRequest("a" * 200, conversation_id="conv-1"))
+    second = await service.ask(ALICE, AskRequest("b" * 200, conversation_id="conv-1"))
+
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert [t.question for t in stored.turns] == ["b" * 200]
+    assert second.turn == 2
+    assert second.condensed is True
+
+
+# --- expiry ------------------------------------------------------------------------------------
+
+
+async def test_expiry_slides_with_each_turn_and_an_expired_conversation_starts_afresh(
+    store: CountingStore, engine: RecordingEngine, memory: MemoryStore, clock: FakeClock
+) -> None:
+    ttl = 3600
+    service = AskService(store, engine, limits=HistoryLimits(ttl_seconds=ttl), clock=clock)
+
+    await service.ask(ALICE, AskRequest("first", conversation_id="conv-1"))
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert stored.expires_at == clock.now + ttl
+
+    clock.now += ttl - 1
+    second = await service.ask(ALICE, AskRequest("second", conversation_id="conv-1"))
+    assert second.turn == 2
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert stored.expires_at == clock.now + ttl
+
+    clock.now += ttl
+    assert await memory.get(ALICE.oid, "conv-1") is None
+    third = await service.ask(ALICE, AskRequest("third", conversation_id="conv-1"))
+
+    assert third.created is True
+    assert third.turn == 1
+    assert engine.calls[-1].history == ()
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert [t.question for t in stored.turns] == ["third"]
+    assert stored.expires_at == clock.now + ttl
+
+
+# --- instructions ------------------------------------------------------------------------------
+
+
+async def test_instructions_bind_at_creation(service: AskService, engine: RecordingEngine) -> None:
+    first = await service.ask(
+        ALICE, AskRequest("first", conversation_id="conv-1", instructions="Answer in French.")
+    )
+    second = await service.ask(ALICE, AskRequest("second", conversation_id="conv-1"))
+
+    assert first.created is True
+    assert [call.instructions for call in engine.calls] == ["Answer in French.", "Answer in French."]
+    assert second.answer.endswith("[instructions: Answer in French.]")
+
+
+async def test_instructions_for_an_existing_conversation_are_refused(
+    service: AskService, engine: RecordingEngine, memory: MemoryStore
+) -> None:
+    await service.ask(ALICE, AskRequest("first", conversation_id="conv-1"))
+    before = await memory.get(ALICE.oid, "conv-1")
+
+    with pytest.raises(InvalidInput, match="instructions bind when a conversation is created"):
+        await service.ask(ALICE, AskRequest("second", conversation_id="conv-1", instructions="Be brief."))
+
+    assert await memory.get(ALICE.oid, "conv-1") == before
+    assert len(engine.calls) == 1
+
+
+# --- clientRequestId ---------------------------------------------------------------------------
+
+
+async def test_retry_with_same_key_and_arguments_replays_without_appending(
+    service: AskService, engine: RecordingEngine, memory: MemoryStore
+) -> None:
+    await service.ask(ALICE, AskRequest("first", conversation_id="conv-1"))
+    request = AskRequest("second", conversation_id="conv-1", client_request_id="req-1")
+    original = await service.ask(ALICE, request)
+
+    replay = await service.ask(ALICE, request)
+
+    assert replay.answer == original.answer
+    assert replay.turn == original.turn == 2
+    assert replay.created is False
+    assert replay.conversation_id == "conv-1"
+    assert replay.note is not None
+    assert "Replayed" in replay.note
+    assert len(engine.calls) == 2
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert len(stored.turns) == 2
+    assert stored.version == 2
+
+
+async def test_retry_of_the_creating_ask_with_instructions_replays(
+    service: AskService, memory: MemoryStore
+) -> None:
+    request = AskRequest("first", conversation_id="conv-1", instructions="Be brief.", client_request_id="r1")
+    original = await service.ask(ALICE, request)
+
+    replay = await service.ask(ALICE, request)
+
+    assert replay.answer == original.answer
+    assert replay.turn == 1
+    assert replay.created is True
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert len(stored.turns) == 1
+
+
+async def test_a_receipt_lives_as_long_as_its_turn(
+    store: CountingStore, engine: RecordingEngine, memory: MemoryStore, clock: FakeClock
+) -> None:
+    # Receipts are kept on their turn: once the bounds drop that turn, the key is new again.
+    service = AskService(store, engine, limits=HistoryLimits(max_turns=2), clock=clock)
+    request = AskRequest("first", conversation_id="conv-1", client_request_id="req-1")
+    await service.ask(ALICE, request)
+    replay = await service.ask(ALICE, request)
+    assert replay.note is not None and "Replayed" in replay.note
+    await service.ask(ALICE, AskRequest("second", conversation_id="conv-1"))
+    await service.ask(ALICE, AskRequest("third", conversation_id="conv-1"))
+
+    again = await service.ask(ALICE, request)
+
+    assert again.turn == 4 and (again.note is None or "Replayed" not in again.note)
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert [t.question for t in stored.turns] == ["third", "first"]
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        AskRequest("another question", conversation_id="conv-1", client_request_id="req-1"),
+        AskRequest("first", conversation_id="conv-1", instructions="Be brief.", client_request_id="req-1"),
+    ],
+    ids=["question", "instructions"],
+)
+async def test_same_key_with_other_arguments_is_a_conflict(
+    service: AskService, memory: MemoryStore, changed: AskRequest
+) -> None:
+    await service.ask(ALICE, AskRequest("first", conversation_id="conv-1", client_request_id="req-1"))
+    before = await memory.get(ALICE.oid, "conv-1")
+
+    with pytest.raises(Conflict, match="req-1"):
+        await service.ask(ALICE, changed)
+
+    assert await memory.get(ALICE.oid, "conv-1") == before
+
+
+@pytest.mark.parametrize("principal", [ALICE, None], ids=["no-id", "anonymous"])
+async def test_one_shot_accepts_a_key_but_keeps_no_receipt(
+    service: AskService, store: CountingStore, principal: Principal | None
+) -> None:
+    conversation_id = None if principal is not None else "conv-1"
+    request = AskRequest("Hello?", conversation_id=conversation_id, client_request_id="req-1")
+
+    result = await service.ask(principal, request)
+
+    assert result.turn is None
+    assert result.note is not None
+    assert "one-shot answers keep no receipt" in result.note
+    assert store.total == 0
+
+
+@pytest.mark.parametrize("client_request_id", ["", "a b", "x" * 65, "a/b"])
+async def test_invalid_client_request_id_is_refused(
+    service: AskService, store: CountingStore, client_request_id: str
+) -> None:
+    with pytest.raises(InvalidInput, match="clientRequestId"):
+        await service.ask(
+            ALICE, AskRequest("Hello?", conversation_id="conv-1", client_request_id=client_request_id)
+        )
+    assert store.total == 0
+
+
+# --- concurrency -------------------------------------------------------------------------------
+
+
+async def test_a_lost_write_is_reapplied_after_the_other_writers_turn(
+    memory: MemoryStore, clock: FakeClock, engine: RecordingEngine
+) -> None:
+    store = InterruptingStore(memory, clock)
+    service = AskService(store, engine, clock=clock)
+    await service.ask(ALICE, AskRequest("first", conversation_id="conv-1"))
+
+    result = await service.ask(ALICE, AskRequest("mine", conversation_id="conv-1"))
+
+    assert store.interrupted
+    assert result.turn == 3
+    assert result.created is False
+    assert result.answer == "Echo: mine (turn 2; previous question: first)"
+    assert result.note is not None
+    assert "Another turn landed" in result.note
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert [(t.number, t.question) for t in stored.turns] == [
+        (1, "first"),
+        (2, "other writer"),
+        (3, "mine"),
+    ]
+    # The engine answered once; the retry reuses that answer instead of asking again.
+    assert [call.question for call in engine.calls] == ["first", "mine"]
+
+
+async def test_concurrent_asks_on_one_conversation_lose_and_duplicate_nothing(
+    memory: MemoryStore, clock: FakeClock
+) -> None:
+    store = CountingStore(memory, yielding=True)
+    engine = RecordingEngine(yielding=True)
+    service = AskService(store, engine, clock=clock)
+    results = {}
+
+    async def ask(n: int) -> None:
+        results[n] = await service.ask(ALICE, AskRequest(f"question {n}", conversation_id="conv-1"))
+
+    async with anyio.create_task_group() as group:
+        for n in range(20):
+            group.start_soon(ask, n)
+
+    stored = await memory.get(ALICE.oid, "conv-1")
+    assert stored is not None
+    assert [t.number for t in stored.turns] == list(range(1, 21))
+    assert sorted(t.question for t in stored.turns) == sorted(f"question {n}" for n in range(20))
+    assert sorted(r.turn for r in results.values() if r.turn is not None) == list(range(1, 21))
+    assert sum(r.created for r in results.values()) == 1
+    for n, result in results.items():
+        assert result.turn is not None
+        assert stored.turns[result.turn - 1].question == f"question {n}"
+    # The asks really interleaved: some writes lost a race and were re-applied.
+    assert store.calls["get"] > 20
+
+
+# --- search ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+async def test_search_refuses_empty_text(service: AskService, text: str) -> None:
+    with pytest.raises(InvalidInput, match="searchText"):
+        await service.search(text)
+
+
+@pytest.mark.parametrize("max_results", [0, 51, -1])
+async def test_search_refuses_max_results_out_of_range(
+    service: AskService, engine: RecordingEngine, max_results: int
+) -> None:
+    with pytest.raises(InvalidInput, match="maxResults"):
+        await service.search("anvil", max_results)
+    assert engine.searches == []
+
+
+@pytest.mark.parametrize("max_results", [1, 5, 50])
+async def test_search_passes_valid_requests_to_the_engine(
+    service: AskService, engine: RecordingEngine, store: CountingStore, max_results: int
+) -> None:
+    passages = await service.search("anvil", max_results)
+
+    assert engine.searches == [("anvil", max_results)]
+    assert passages == [Passage("guide.md", "Heading", "about anvil", 1.0)]
+    assert store.total == 0
+
+
+async def test_search_default_asks_for_five_results(service: AskService, engine: RecordingEngine) -> None:
+    await service.search("anvil")
+    assert engine.searches == [("anvil", 5)]
