@@ -25,6 +25,21 @@ ensure_venv() {
   fi
 }
 
+# Node tools the tests drive (Cosmos DB-compatible server, MCP conformance suite, TypeScript SDK,
+# and Node 22 itself), pinned by package-lock.json.
+ensure_node_tools() {
+  if ! command -v npm >/dev/null; then
+    echo "dev.sh: npm is required for the test tools (install Node.js and npm)" >&2
+    exit 2
+  fi
+  local stamp
+  stamp="node_modules/.installed-$(cat package-lock.json | sha256sum | cut -c1-16)"
+  if [ ! -f "$stamp" ]; then
+    npm ci --no-audit --no-fund --loglevel=error
+    touch "$stamp"
+  fi
+}
+
 case "${1:-}" in
   serve)
     shift
@@ -34,6 +49,7 @@ case "${1:-}" in
   test)
     shift
     ensure_venv
+    ensure_node_tools
     export PATH="$PWD/$VENV/bin:$PATH"
     echo "== ruff"
     ruff check app tests

@@ -8,17 +8,24 @@ one clear line instead of misbehaving later.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 CommaList = Annotated[list[str], NoDecode]
 
 LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+MULTI_TENANT = ("organizations", "common")
+_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def _is_guid(value: str) -> bool:
+    return _GUID.fullmatch(value) is not None
 
 
 def is_loopback(host: str) -> bool:
@@ -45,15 +52,75 @@ class Settings(BaseSettings):
             "resource in sign-in metadata. Default: `http://<host>:<port>`."
         ),
     )
-    auth_mode: Literal["dev", "none"] = Field(
+    auth_mode: Literal["dev", "entra", "none"] = Field(
         "dev",
         description=(
-            "`dev`: tokens from `anvil token`, loopback only; `none`: anonymous callers, every answer "
-            "one-shot."
+            "`dev`: tokens from `anvil token`, loopback only; `entra`: Microsoft Entra ID access "
+            "tokens; `none`: anonymous callers, every answer one-shot."
         ),
     )
-    store: Literal["sqlite", "memory"] = Field(
-        "sqlite", description="Conversation store: `sqlite` (a file under the data dir) or `memory`."
+    entra_tenant_id: str | None = Field(
+        None,
+        description=(
+            "Entra tenant (directory) id, a GUID; or `organizations`/`common` for a multi-tenant app "
+            "together with `ANVIL_ENTRA_ALLOWED_TENANTS`."
+        ),
+    )
+    entra_client_id: str | None = Field(
+        None, description="Application (client) id of Anvil's API app registration, a GUID."
+    )
+    entra_authority: str = Field(
+        "https://login.microsoftonline.com",
+        description="Entra authority host; sovereign clouds (and tests) set another.",
+    )
+    entra_required_scopes: CommaList = Field(
+        default_factory=lambda: ["access_as_user"],
+        description="Comma-separated delegated scopes every token must carry in `scp`.",
+    )
+    entra_allowed_tenants: CommaList = Field(
+        default_factory=list,
+        description="Comma-separated tenant ids accepted by a multi-tenant app.",
+    )
+    entra_app_role: str | None = Field(
+        None,
+        description=(
+            "App role that admits app-only tokens (`roles`, no `scp`); unset: app-only tokens are refused."
+        ),
+    )
+    entra_key_refresh_seconds: float = Field(
+        300.0,
+        ge=0,
+        le=86_400,
+        description="Least time between two refetches of Entra's signing keys on an unknown key id.",
+    )
+    store: Literal["sqlite", "memory", "cosmos"] = Field(
+        "sqlite",
+        description="Conversation store: `sqlite` (a file under the data dir), `memory`, or `cosmos`.",
+    )
+    cosmos_endpoint: str | None = Field(
+        None,
+        description="Azure Cosmos DB account endpoint, e.g. `https://<account>.documents.azure.com:443/`.",
+    )
+    cosmos_key: SecretStr | None = Field(
+        None,
+        description="Cosmos DB account key; unset: sign in with `DefaultAzureCredential` (managed identity).",
+    )
+    cosmos_database: str = Field("anvil", description="Cosmos DB database name.")
+    cosmos_container: str = Field(
+        "conversations", description="Cosmos DB container name (partition key `/oid`)."
+    )
+    cosmos_create_if_missing: bool = Field(
+        False,
+        description=(
+            "Create the database and container at start-up (local runs and tests; in Azure, "
+            "Terraform creates them and data-plane roles cannot)."
+        ),
+    )
+    cosmos_throttle_retries: int = Field(
+        9, ge=0, le=100, description="Times a throttled (429) Cosmos DB request is retried."
+    )
+    cosmos_throttle_wait_seconds: float = Field(
+        30.0, ge=0, le=300, description="Most time spent retrying throttled Cosmos DB requests for one call."
     )
     data_dir: Path = Field(
         Path(".anvil"), description="Folder for the SQLite database and the dev signing key."
@@ -99,7 +166,9 @@ class Settings(BaseSettings):
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
 
-    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @field_validator(
+        "allowed_hosts", "allowed_origins", "entra_required_scopes", "entra_allowed_tenants", mode="before"
+    )
     @classmethod
     def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
@@ -123,7 +192,49 @@ class Settings(BaseSettings):
                 f"ANVIL_AUTH_MODE=dev signs in anyone holding the local key, so it only binds to loopback "
                 f"(got host {self.host!r}); use --host 127.0.0.1 or configure real sign-in"
             )
+        if self.auth_mode == "entra":
+            self._check_entra()
+        if self.store == "cosmos" and not self.cosmos_endpoint:
+            raise ValueError("ANVIL_STORE=cosmos needs ANVIL_COSMOS_ENDPOINT (the account's https URL)")
         return self
+
+    def _check_entra(self) -> None:
+        tenant = self.entra_tenant_id
+        if not tenant:
+            raise ValueError("ANVIL_AUTH_MODE=entra needs ANVIL_ENTRA_TENANT_ID (the directory id, a GUID)")
+        if tenant in MULTI_TENANT:
+            if not self.entra_allowed_tenants:
+                raise ValueError(
+                    f"ANVIL_ENTRA_TENANT_ID={tenant} accepts other directories, so "
+                    "ANVIL_ENTRA_ALLOWED_TENANTS must list the tenant ids to admit"
+                )
+        elif not _is_guid(tenant):
+            raise ValueError(
+                "ANVIL_ENTRA_TENANT_ID must be a GUID, or organizations/common for a multi-tenant app"
+            )
+        bad = [t for t in self.entra_allowed_tenants if not _is_guid(t)]
+        if bad:
+            raise ValueError("ANVIL_ENTRA_ALLOWED_TENANTS must list tenant GUIDs")
+        if not self.entra_client_id or not _is_guid(self.entra_client_id):
+            raise ValueError(
+                "ANVIL_AUTH_MODE=entra needs ANVIL_ENTRA_CLIENT_ID, the API app's client id (a GUID)"
+            )
+        if not self.entra_required_scopes:
+            raise ValueError("ANVIL_ENTRA_REQUIRED_SCOPES must name at least one delegated scope")
+        parts = urlsplit(self.entra_authority)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ValueError(
+                "ANVIL_ENTRA_AUTHORITY must be an absolute URL such as https://login.microsoftonline.com"
+            )
+        if parts.scheme == "http" and not is_loopback(parts.hostname or ""):
+            raise ValueError(
+                "ANVIL_ENTRA_AUTHORITY must use https (plain http only for a loopback test issuer)"
+            )
+
+    @property
+    def entra_authority_url(self) -> str:
+        """The authority without a trailing slash."""
+        return self.entra_authority.rstrip("/")
 
     @property
     def base_url(self) -> str:

@@ -26,6 +26,8 @@ def to_document(c: Conversation) -> dict[str, Any]:
         "dropped": c.dropped,
         "instructions": c.instructions,
         "title": c.title,
+        # Derived, but stored so a listing can read it without loading every turn.
+        "turnCount": c.turn_count,
         "turns": [_turn_document(t) for t in c.turns],
     }
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from app.conversations.cursor import comes_after, decode_cursor, encode_cursor
 from app.conversations.model import Conversation, conversation_key
-from app.conversations.store import VersionConflict
+from app.conversations.store import ConversationPage, ConversationSummary, VersionConflict
 
 #: How often (seconds) a write also sweeps out every expired conversation.
 PURGE_INTERVAL = 300.0
@@ -51,6 +52,27 @@ class MemoryStore:
         key = conversation_key(oid, conversation_id)
         removed = self._items.pop(key, None)
         return removed is not None and not removed.is_expired(self._clock())
+
+    async def list(self, oid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
+        """The user's live conversations, newest first, one page of at most `limit`."""
+        now = self._clock()
+        position = decode_cursor(cursor) if cursor is not None else None
+        mine = [
+            ConversationSummary.of(c) for c in self._items.values() if c.oid == oid and not c.is_expired(now)
+        ]
+        mine.sort(key=lambda s: (-s.updated_at, s.conversation_id))
+        if position is not None:
+            mine = [s for s in mine if comes_after(s, position)]
+        page = tuple(mine[:limit])
+        more = len(mine) > limit
+        return ConversationPage(page, encode_cursor(page[-1]) if more and page else None)
+
+    async def delete_all(self, oid: str) -> int:
+        """Remove every conversation of the user; returns how many live ones were removed."""
+        now = self._clock()
+        keys = [k for k, c in self._items.items() if c.oid == oid]
+        live = sum(not self._items.pop(k).is_expired(now) for k in keys)
+        return live
 
     async def check(self) -> None:
         """Always ready: there is nothing that can be down."""

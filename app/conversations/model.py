@@ -71,6 +71,11 @@ class Conversation:
     def next_turn_number(self) -> int:
         return self.turns[-1].number + 1 if self.turns else self.dropped + 1
 
+    @property
+    def turn_count(self) -> int:
+        """Turns this conversation has had, including those dropped by the bounds."""
+        return self.next_turn_number - 1
+
     def is_expired(self, now: float) -> bool:
         return self.expires_at <= now
 

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from app.conversations.codec import from_document, to_document
+from app.conversations.cursor import decode_cursor, encode_cursor
 from app.conversations.model import Conversation, conversation_key
-from app.conversations.store import VersionConflict
+from app.conversations.store import ConversationPage, ConversationSummary, VersionConflict
 from app.errors import Unavailable
 
 _T = TypeVar("_T")
@@ -59,6 +60,19 @@ WHERE conversations.expires_at <= ?
 _REPLACE = """
 UPDATE conversations SET version = ?, updated_at = ?, expires_at = ?, document = ?
 WHERE key = ? AND version = ? AND expires_at > ?
+"""
+
+
+# Newest first, ties by conversation id; the cursor is the (updated_at, conversation_id) of the
+# last row of the previous page.
+_LIST = """
+SELECT conversation_id, json_extract(document, '$.title'), json_extract(document, '$.turnCount'),
+       updated_at, expires_at
+FROM conversations
+WHERE oid = ? AND expires_at > ?
+  AND (updated_at < ? OR (updated_at = ? AND conversation_id > ?))
+ORDER BY updated_at DESC, conversation_id ASC
+LIMIT ?
 """
 
 
@@ -135,6 +149,31 @@ class SqliteStore:
                 "DELETE FROM conversations WHERE key = ? RETURNING expires_at > ?", (key, now)
             ).fetchone()
             return row is not None and bool(row[0])
+
+        return await self._run(work)
+
+    async def list(self, oid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
+        """The user's live conversations, newest first, one page of at most `limit`."""
+        now = self._clock()
+        updated_at, after_id = decode_cursor(cursor) if cursor is not None else (float("inf"), "")
+
+        def work(db: sqlite3.Connection) -> list[tuple[str, str | None, int, float, float]]:
+            return db.execute(_LIST, (oid, now, updated_at, updated_at, after_id, limit + 1)).fetchall()
+
+        rows = await self._run(work)
+        page = tuple(
+            ConversationSummary(r[0], r[1], int(r[2]), float(r[3]), float(r[4])) for r in rows[:limit]
+        )
+        more = len(rows) > limit
+        return ConversationPage(page, encode_cursor(page[-1]) if more and page else None)
+
+    async def delete_all(self, oid: str) -> int:
+        """Remove every conversation of the user; returns how many live ones were removed."""
+        now = self._clock()
+
+        def work(db: sqlite3.Connection) -> int:
+            rows = db.execute("DELETE FROM conversations WHERE oid = ? RETURNING expires_at > ?", (oid, now))
+            return sum(bool(row[0]) for row in rows.fetchall())
 
         return await self._run(work)
 

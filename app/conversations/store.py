@@ -9,6 +9,7 @@ service checks `tid` and decides what to load.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from app.conversations.model import Conversation
@@ -16,6 +17,39 @@ from app.conversations.model import Conversation
 
 class VersionConflict(Exception):
     """Another writer got there first: re-read and re-apply."""
+
+
+class InvalidCursor(ValueError):
+    """A listing cursor this store did not issue (or that no longer parses)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationSummary:
+    """What a listing shows of one conversation, without its turns."""
+
+    conversation_id: str
+    title: str | None
+    turns: int
+    updated_at: float
+    expires_at: float
+
+    @classmethod
+    def of(cls, conversation: Conversation) -> ConversationSummary:
+        return cls(
+            conversation.conversation_id,
+            conversation.title,
+            conversation.turn_count,
+            conversation.updated_at,
+            conversation.expires_at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationPage:
+    """One page of a listing and the opaque cursor of the next (None on the last page)."""
+
+    items: tuple[ConversationSummary, ...]
+    next_cursor: str | None
 
 
 class ConversationStore(Protocol):
@@ -41,6 +75,18 @@ class ConversationStore(Protocol):
 
     async def delete(self, oid: str, conversation_id: str) -> bool:
         """Remove a conversation; True if a live one was removed."""
+        ...
+
+    async def list(self, oid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
+        """The user's live conversations, most recently updated first (ties: by conversationId).
+
+        At most `limit` items per page; `cursor` (from a previous page) continues the listing.
+        Raises `InvalidCursor` for a cursor this store did not issue.
+        """
+        ...
+
+    async def delete_all(self, oid: str) -> int:
+        """Remove every conversation of the user; returns how many live ones were removed."""
         ...
 
     async def check(self) -> None:

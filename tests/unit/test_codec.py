@@ -42,6 +42,7 @@ def test_document_has_the_compact_camel_case_shape() -> None:
         "dropped": 2,
         "instructions": "Be brief.",
         "title": "A title",
+        "turnCount": 4,
         "turns": [
             {"n": 3, "q": "q3", "a": "a3", "at": NOW - 50},
             {"n": 4, "q": "q4 ✓", "a": "a4 🔨", "at": NOW, "rid": "req-4", "digest": "sha256:d4"},

@@ -35,11 +35,10 @@ def documented_settings() -> dict[str, str]:
 
 
 def rendered_default(field: FieldInfo) -> str:
-    """A field default as the table writes it: `value`, `unset` for None, `empty` for a list."""
+    """A field default as the table writes it: `value`, `unset` for None, `a,b` or `empty` for a list."""
     default = field.get_default(call_default_factory=True)
-    if field.default_factory is not None:
-        assert default == [], "only empty-list factories are expected"
-        return "empty"
+    if isinstance(default, list):
+        return f"`{','.join(default)}`" if default else "empty"
     if default is None:
         return "unset"
     return f"`{default}`"
