@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -20,6 +20,7 @@ from app.answers.engine import AnswerEngine
 from app.auth.middleware import BearerAuthMiddleware
 from app.auth.setup import open_auth, protected_resource_metadata
 from app.config import Settings
+from app.conversations.lifecycle import ConversationService
 from app.conversations.service import AskService, HistoryLimits
 from app.conversations.store import ConversationStore
 from app.runtime import Runtime, RuntimeRef
@@ -39,6 +40,10 @@ async def open_store(settings: Settings) -> ConversationStore:
         from app.conversations.memory import MemoryStore
 
         return MemoryStore()
+    if settings.store == "cosmos":
+        from app.conversations.cosmos import CosmosStore
+
+        return await CosmosStore.open(settings)
     from app.conversations.sqlite import SqliteStore
 
     return await SqliteStore.open(settings.data_dir / "conversations.sqlite3")
@@ -120,6 +125,11 @@ class Anvil:
             stack.push_async_callback(store.aclose)
             engine = await open_engine(settings)
             auth = await open_auth(settings)
+            if auth.aclose is not None:
+                stack.push_async_callback(auth.aclose)
+            readiness: dict[str, Callable[[], Awaitable[None]]] = {"store": store.check}
+            if auth.readiness is not None:
+                readiness["signing-keys"] = auth.readiness
             service = AskService(
                 store,
                 engine,
@@ -134,11 +144,16 @@ class Anvil:
                 Runtime(
                     settings=settings,
                     service=service,
+                    conversations=ConversationService(
+                        store,
+                        ttl_seconds=settings.history_ttl_seconds,
+                        max_instructions_chars=settings.max_question_chars,
+                    ),
                     verifier=auth.verifier,
                     resource_metadata=(
                         protected_resource_metadata(settings, auth) if auth.verifier is not None else None
                     ),
-                    readiness={"store": store.check},
+                    readiness=readiness,
                 )
             )
             stack.callback(self.runtime.set, None)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from app.auth.principal import Verifier
 from app.config import Settings
+from app.conversations.lifecycle import ConversationService
 from app.conversations.service import AskService
 
 
@@ -16,6 +17,7 @@ class Runtime:
 
     settings: Settings
     service: AskService
+    conversations: ConversationService
     #: None when sign-in is off (`ANVIL_AUTH_MODE=none`): every caller is anonymous.
     verifier: Verifier | None
     #: The RFC 9728 protected-resource document; None when sign-in is off.

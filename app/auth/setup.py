@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -12,17 +13,27 @@ from app.config import Settings
 
 @dataclass(frozen=True, slots=True)
 class AuthSetup:
-    """The verifier (None when anonymous) and the authorization servers and scopes clients use."""
+    """The verifier (None when anonymous), what clients are told to sign in with, and lifecycle hooks.
+
+    `readiness` raises when the key source cannot serve (reported by `/readyz`); `aclose`
+    releases what the mode opened (HTTP clients).
+    """
 
     verifier: Verifier | None
     authorization_servers: tuple[str, ...] = ()
     scopes_supported: tuple[str, ...] = ()
+    readiness: Callable[[], Awaitable[None]] | None = None
+    aclose: Callable[[], Awaitable[None]] | None = None
 
 
 async def open_auth(settings: Settings) -> AuthSetup:
     """Prepare sign-in for the configured mode (reads or creates the dev key off the event loop)."""
     if settings.auth_mode == "none":
         return AuthSetup(verifier=None)
+    if settings.auth_mode == "entra":
+        from app.auth.entra import open_entra
+
+        return await open_entra(settings)
     from app.auth.dev import DEV_AUTHORITY, DEV_CLIENT_ID, DEV_SCOPE, DEV_TENANT_ID, DevIssuer
 
     issuer = await anyio.to_thread.run_sync(DevIssuer.load_or_create, settings.data_dir)

@@ -66,7 +66,10 @@ WHERE key = ? AND version = ? AND expires_at > ?
 # Newest first, ties by conversation id; the cursor is the (updated_at, conversation_id) of the
 # last row of the previous page.
 _LIST = """
-SELECT conversation_id, json_extract(document, '$.title'), json_extract(document, '$.turnCount'),
+SELECT conversation_id, json_extract(document, '$.title'),
+       -- turnCount is absent from documents written before it existed: derive it from the turns.
+       COALESCE(json_extract(document, '$.turnCount'), json_extract(document, '$.turns[#-1].n'),
+                json_extract(document, '$.dropped')),
        updated_at, expires_at
 FROM conversations
 WHERE oid = ? AND expires_at > ?

@@ -6,6 +6,8 @@ its errors to tool errors whose text tells an agent what to do next.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -13,7 +15,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 import app
 from app.auth.middleware import principal_of
@@ -70,6 +72,22 @@ class AnvilMCPServer(MCPServer[Any]):
             raise ToolError(f"Invalid arguments for {name}: {problems}. Fix them and call again.") from None
 
 
+@contextmanager
+def tool_errors() -> Iterator[None]:
+    """Report an `AnvilError` as a tool error whose text tells the agent what to do next."""
+    try:
+        yield
+    except AnvilError as error:
+        raise ToolError(error.message) from None
+
+
+def tool_result(text: str, output: BaseModel) -> CallToolResult:
+    """A tool result: `text` for text consumers, `output` as structuredContent."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=output.model_dump(mode="json")
+    )
+
+
 def principal_from(ctx: Context) -> Principal | None:
     request = ctx.request_context.request
     scope = getattr(request, "scope", None)
@@ -104,15 +122,9 @@ def build_mcp_server(runtime: RuntimeRef, settings: Settings) -> AnvilMCPServer:
         ] = None,
     ) -> Annotated[CallToolResult, AskOutput]:
         request = AskRequest(question, conversationId, instructions, clientRequestId)
-        try:
+        with tool_errors():
             result = await runtime.get().service.ask(principal_from(ctx), request)
-        except AnvilError as error:
-            raise ToolError(error.message) from None
-        output = AskOutput.of(result)
-        return CallToolResult(
-            content=[TextContent(type="text", text=result.answer)],
-            structured_content=output.model_dump(mode="json"),
-        )
+        return tool_result(result.answer, AskOutput.of(result))
 
     @server.tool(
         name="search",
@@ -125,18 +137,16 @@ def build_mcp_server(runtime: RuntimeRef, settings: Settings) -> AnvilMCPServer:
         searchText: Annotated[str, Field(description="Words to look for.")],
         maxResults: Annotated[int, Field(description="How many passages to return (1-50).")] = 5,
     ) -> Annotated[CallToolResult, SearchOutput]:
-        try:
+        with tool_errors():
             passages = await runtime.get().service.search(searchText, maxResults)
-        except AnvilError as error:
-            raise ToolError(error.message) from None
         output = SearchOutput(results=[SearchHit.of(p) for p in passages])
         text = "\n\n".join(f"{h.source} ({h.heading}), score {h.score}:\n{h.text}" for h in output.results)
-        return CallToolResult(
-            content=[TextContent(type="text", text=text or "No passage matches.")],
-            structured_content=output.model_dump(mode="json"),
-        )
+        return tool_result(text or "No passage matches.", output)
 
-    tool_names = frozenset({"ask", "search"})
+    from app.surface.mcp_conversations import register_conversation_tools
+
+    tool_names = frozenset({"ask", "search", *register_conversation_tools(server, runtime)})
+    available = ", ".join(sorted(tool_names))
 
     async def unknown_tool_is_invalid_params(
         ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -146,7 +156,7 @@ def build_mcp_server(runtime: RuntimeRef, settings: Settings) -> AnvilMCPServer:
             name = ctx.params.get("name")
             if isinstance(name, str) and name not in tool_names:
                 raise MCPError(
-                    code=INVALID_PARAMS, message=f"Unknown tool: {name!r}. Available: ask, search."
+                    code=INVALID_PARAMS, message=f"Unknown tool: {name!r}. Available: {available}."
                 )
         return await call_next(ctx)
 

@@ -3,9 +3,9 @@
 # No `from __future__ import annotations`: FastAPI reads the route annotations at runtime.
 
 import math
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import JSONResponse, Response
 
@@ -14,12 +14,26 @@ from app.auth.principal import Principal
 from app.conversations.service import AskRequest
 from app.errors import AnvilError, Conflict, InvalidInput, NotFound, SignInRequired, Unavailable
 from app.runtime import Runtime, RuntimeRef
-from app.surface.models import AskBody, AskOutput
+from app.surface.models import (
+    AskBody,
+    AskOutput,
+    ConversationOutput,
+    DeleteAllOutput,
+    DeleteOutput,
+    ListOutput,
+    StartBody,
+    StartOutput,
+)
 from app.surface.problem import problem_response
 
-STATUS = {InvalidInput: 400, SignInRequired: 401, NotFound: 404, Conflict: 409, Unavailable: 503}
+# SignInRequired only happens when sign-in is off (anonymous callers), where no bearer challenge
+# could help: 403 rather than a 401 without WWW-Authenticate.
+STATUS = {InvalidInput: 400, SignInRequired: 403, NotFound: 404, Conflict: 409, Unavailable: 503}
 
-PROBLEM = {"description": "Problem document (RFC 9457)", "content": {"application/problem+json": {}}}
+PROBLEM: dict[str, Any] = {
+    "description": "Problem document (RFC 9457)",
+    "content": {"application/problem+json": {}},
+}
 
 
 def error_response(error: AnvilError) -> Response:
@@ -59,6 +73,76 @@ def build_router(runtime_ref: RuntimeRef) -> APIRouter:
     async def ask(body: AskBody, rt: RuntimeDep, principal: CallerDep) -> AskOutput:
         request = AskRequest(body.question, body.conversationId, body.instructions, body.clientRequestId)
         return AskOutput.of(await rt.service.ask(principal, request))
+
+    conversation_errors: dict[int | str, dict[str, Any]] = {400: PROBLEM, 401: PROBLEM, 403: PROBLEM, 503: PROBLEM}
+
+    @router.post(
+        "/api/conversations",
+        response_model=StartOutput,
+        status_code=201,
+        summary="Start a conversation with a server-minted id",
+        operation_id="startConversation",
+        responses=conversation_errors,
+        tags=["conversations"],
+    )
+    async def start_conversation(body: StartBody, rt: RuntimeDep, principal: CallerDep) -> StartOutput:
+        started = await rt.conversations.start(principal, instructions=body.instructions, title=body.title)
+        return StartOutput.of(started)
+
+    @router.get(
+        "/api/conversations",
+        response_model=ListOutput,
+        summary="List your conversations, newest first",
+        operation_id="listConversations",
+        responses=conversation_errors,
+        tags=["conversations"],
+    )
+    async def list_conversations(
+        rt: RuntimeDep,
+        principal: CallerDep,
+        limit: Annotated[int, Query(description="Conversations per page (1-100).")] = 20,
+        cursor: Annotated[str | None, Query(description="nextCursor of the previous page.")] = None,
+    ) -> ListOutput:
+        return ListOutput.of(await rt.conversations.list(principal, limit=limit, cursor=cursor))
+
+    @router.delete(
+        "/api/conversations",
+        response_model=DeleteAllOutput,
+        summary="Delete all of your conversations",
+        operation_id="deleteAllConversations",
+        responses=conversation_errors,
+        tags=["conversations"],
+    )
+    async def delete_all_conversations(rt: RuntimeDep, principal: CallerDep) -> DeleteAllOutput:
+        return DeleteAllOutput(deleted=await rt.conversations.delete_all(principal))
+
+    @router.get(
+        "/api/conversations/{conversationId}",
+        response_model=ConversationOutput,
+        summary="Read back one conversation, newest turn last",
+        operation_id="getConversation",
+        responses={**conversation_errors, 404: PROBLEM},
+        tags=["conversations"],
+    )
+    async def get_conversation(
+        conversationId: str,
+        rt: RuntimeDep,
+        principal: CallerDep,
+        limit: Annotated[int | None, Query(description="Only the latest N turns (1-1000).")] = None,
+    ) -> ConversationOutput:
+        conversation, turns = await rt.conversations.get(principal, conversationId, limit=limit)
+        return ConversationOutput.of(conversation, turns)
+
+    @router.delete(
+        "/api/conversations/{conversationId}",
+        response_model=DeleteOutput,
+        summary="Delete one conversation (idempotent)",
+        operation_id="deleteConversation",
+        responses=conversation_errors,
+        tags=["conversations"],
+    )
+    async def delete_conversation(conversationId: str, rt: RuntimeDep, principal: CallerDep) -> DeleteOutput:
+        return DeleteOutput(deleted=await rt.conversations.delete(principal, conversationId))
 
     @router.get("/healthz", summary="Liveness", operation_id="healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -193,3 +193,78 @@ class StoreContract:
         assert len(winners) == 1
         assert all(isinstance(r, VersionConflict) for r in results if r is not None)
         assert await store.get("oid-1", "conv-1") == winners[0]
+
+    # --- listing and deleting all of a user's conversations ----------------------------------
+
+    async def test_list_is_newest_first_and_only_the_users_live_conversations(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        await store.create(make_conversation(clock, conversation_id="old", title="Old one"))
+        clock.advance(10)
+        await store.create(make_conversation(clock, conversation_id="new", title="New one"))
+        await store.create(make_conversation(clock, oid="oid-2", conversation_id="someone-elses"))
+        await store.create(make_conversation(clock, conversation_id="short-lived", expires_at=clock.now + 5))
+        clock.advance(6)
+
+        page = await store.list("oid-1", limit=10)
+
+        assert [s.conversation_id for s in page.items] == ["new", "old"]
+        assert page.next_cursor is None
+        newest = page.items[0]
+        assert (newest.title, newest.turns, newest.expires_at) == ("New one", 1, clock.now - 6 + TTL)
+        assert newest.updated_at == clock.now - 6
+
+    async def test_list_pages_with_a_cursor_without_skipping_or_repeating(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        expected = []
+        for i in range(7):
+            # Pairs share a timestamp, so ties must be ordered too.
+            if i % 2 == 0:
+                clock.advance(1)
+            await store.create(make_conversation(clock, conversation_id=f"c{i}"))
+            expected.append((clock.now, f"c{i}"))
+        expected.sort(key=lambda item: (-item[0], item[1]))
+
+        seen: list[str] = []
+        cursor = None
+        for _ in range(10):
+            page = await store.list("oid-1", limit=3, cursor=cursor)
+            assert len(page.items) <= 3
+            seen.extend(s.conversation_id for s in page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert seen == [cid for _, cid in expected]
+
+    async def test_list_counts_turns_including_dropped_ones(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        conversation = make_conversation(clock, dropped=4, turns=(Turn(5, "q", "a", clock.now),))
+        await store.create(conversation)
+        (summary,) = (await store.list("oid-1", limit=5)).items
+        assert summary.turns == 5
+
+    async def test_list_refuses_a_foreign_cursor(self, store: ConversationStore) -> None:
+        from app.conversations.store import InvalidCursor
+
+        with pytest.raises(InvalidCursor):
+            await store.list("oid-1", limit=5, cursor="not-a-cursor-we-issued")
+
+    async def test_list_of_a_user_without_conversations_is_empty(self, store: ConversationStore) -> None:
+        page = await store.list("nobody", limit=5)
+        assert page.items == () and page.next_cursor is None
+
+    async def test_delete_all_removes_only_that_users_conversations(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        for cid in ("a", "b", "c"):
+            await store.create(make_conversation(clock, conversation_id=cid))
+        await store.create(make_conversation(clock, oid="oid-2", conversation_id="a"))
+
+        assert await store.delete_all("oid-1") == 3
+
+        assert (await store.list("oid-1", limit=10)).items == ()
+        assert await store.get("oid-1", "a") is None
+        assert await store.get("oid-2", "a") is not None
+        assert await store.delete_all("oid-1") == 0

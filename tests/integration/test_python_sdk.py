@@ -64,7 +64,15 @@ async def test_the_text_content_is_the_answer(dev_server: AnvilServer, mode: str
 async def test_tools_are_listed_with_output_schemas(dev_server: AnvilServer, mode: str) -> None:
     async with client(dev_server, dev_server.token("alice"), mode) as mcp:
         tools = {tool.name: tool for tool in (await mcp.list_tools()).tools}
-    assert set(tools) == {"ask", "search"}
+    assert set(tools) == {
+        "ask",
+        "search",
+        "start_conversation",
+        "list_conversations",
+        "get_conversation",
+        "delete_conversation",
+    }
+    assert all(tool.output_schema is not None for tool in tools.values())
     ask = tools["ask"]
     assert set(ask.input_schema["properties"]) == {
         "question",

@@ -15,6 +15,7 @@ from starlette.types import Receive, Scope, Send
 from app.auth.dev import DEV_SCOPE, DEV_TENANT_ID, DevIssuer, user_oid
 from app.auth.middleware import BearerAuthMiddleware, principal_of
 from app.config import Settings
+from app.conversations.lifecycle import ConversationService
 from app.conversations.service import AskService
 from app.runtime import Runtime, RuntimeRef
 
@@ -57,6 +58,7 @@ def runtime_ref(issuer: DevIssuer | None, tmp_path: Path) -> RuntimeRef:
             settings=Settings(data_dir=tmp_path),
             # The middleware reads only the verifier.
             service=cast(AskService, object()),
+            conversations=cast(ConversationService, object()),
             verifier=None if issuer is None else issuer.verifier(),
         )
     )
