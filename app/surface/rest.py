@@ -74,7 +74,12 @@ def build_router(runtime_ref: RuntimeRef) -> APIRouter:
         request = AskRequest(body.question, body.conversationId, body.instructions, body.clientRequestId)
         return AskOutput.of(await rt.service.ask(principal, request))
 
-    conversation_errors: dict[int | str, dict[str, Any]] = {400: PROBLEM, 401: PROBLEM, 403: PROBLEM, 503: PROBLEM}
+    conversation_errors: dict[int | str, dict[str, Any]] = {
+        400: PROBLEM,
+        401: PROBLEM,
+        403: PROBLEM,
+        503: PROBLEM,
+    }
 
     @router.post(
         "/api/conversations",

@@ -175,7 +175,7 @@ async def test_list_get_and_delete_are_scoped_to_the_caller(
     page = await conversations.list(ALICE, limit=10)
     assert [(c.conversation_id, c.turns) for c in page.items] == [("beta", 2), ("alpha", 1)]
 
-    conversation, turns = await conversations.get(ALICE, "beta")
+    _, turns = await conversations.get(ALICE, "beta")
     assert [(t.number, t.question) for t in turns] == [(1, "b1"), (2, "b2")]
     _, latest = await conversations.get(ALICE, "beta", limit=1)
     assert [t.question for t in latest] == ["b2"]
