@@ -1,0 +1,128 @@
+"""Anvil against the bare SDK and the raw-HTTP limit, side by side, in paired rounds.
+
+    bench/setup.sh && .venv/bin/python bench/run.py [--rounds 5] [--seconds 5]
+
+Servers (each pinned to core 1; wrk on core 0, one thread, 16 connections):
+  A   raw ASGI JSON-RPC echo (the physical limit)
+  B   bare `mcp` SDK MCPServer, stateless, sync `def` tool
+  C   Anvil `ask`, echo engine, dev tokens, SQLite history (2026-07-28 flow and legacy flow)
+  D   Anvil `ask`, retrieval engine over docs/, dev tokens, SQLite history
+Every round runs every server; ratios are taken inside a round and the median over rounds is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import ROOT, LoadResult, Server, drive, free_port, serve  # noqa: E402
+
+PYTHON = sys.executable
+ANVIL = str(Path(PYTHON).with_name("anvil"))
+UVICORN = [PYTHON, "-m", "uvicorn", "--log-level", "warning", "--no-access-log"]
+
+
+def anvil_token(data_dir: Path) -> str:
+    env = {"ANVIL_DATA_DIR": str(data_dir)}
+    ran = subprocess.run([ANVIL, "token", "--user", "bench"], env=env, capture_output=True, text=True, check=True)
+    return ran.stdout.strip()
+
+
+@contextmanager
+def anvil(name: str, engine: str, data_dir: Path) -> Iterator[Server]:
+    port = free_port()
+    env = {
+        "ANVIL_PORT": str(port),
+        "ANVIL_DATA_DIR": str(data_dir),
+        "ANVIL_ANSWER_ENGINE": engine,
+        "ANVIL_LOG_LEVEL": "warning",
+    }
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = anvil_token(data_dir)
+    with serve(name, [ANVIL, "serve"], env, port, token=token) as server:
+        yield server
+
+
+@contextmanager
+def uvicorn_app(name: str, target: str) -> Iterator[Server]:
+    port = free_port()
+    with serve(name, [*UVICORN, "--port", str(port), target], {"PYTHONPATH": str(ROOT / "bench")}, port) as server:
+        yield server
+
+
+# (label, server key, flow, conversation ids spread over; 0 = one-shot)
+CASES = [
+    ("A raw ASGI echo", "A", "legacy", 0),
+    ("B bare SDK 2026-07-28", "B", "modern", 0),
+    ("B bare SDK legacy", "B", "legacy", 0),
+    ("C Anvil 2026-07-28", "C", "modern", 64),
+    ("C Anvil legacy", "C", "legacy", 64),
+    ("D Anvil retrieval", "D", "modern", 64),
+]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--connections", type=int, default=16)
+    args = parser.parse_args()
+
+    results: dict[str, list[LoadResult]] = {label: [] for label, *_ in CASES}
+    with tempfile.TemporaryDirectory(prefix="anvil-bench-") as scratch, ExitStack() as stack:
+        servers = {
+            "A": stack.enter_context(uvicorn_app("A", "servers.raw_echo:app")),
+            "B": stack.enter_context(uvicorn_app("B", "servers.sdk_echo:app")),
+            "C": stack.enter_context(anvil("C", "echo", Path(scratch) / "c")),
+            "D": stack.enter_context(anvil("D", "retrieval", Path(scratch) / "d")),
+        }
+        for round_number in range(1, args.rounds + 1):
+            for label, key, flow, ids in CASES:
+                drive(servers[key], flow=flow, ids=ids, seconds=args.warmup, connections=args.connections)
+                result = drive(servers[key], flow=flow, ids=ids, seconds=args.seconds, connections=args.connections)
+                if result.errors:
+                    print(f"  ! {label}: {result.errors} non-2xx responses", file=sys.stderr)
+                results[label].append(result)
+            print(f"round {round_number}/{args.rounds} done", file=sys.stderr)
+
+    report(results)
+    return 0
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def report(results: dict[str, list[LoadResult]]) -> None:
+    print(f"\n{'server':<24}{'CPU µs/call':>12}{'calls/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'p99/p50':>9}{'RSS MiB':>9}")
+    for label, runs in results.items():
+        print(
+            f"{label:<24}{median([r.cpu_us_per_call for r in runs]):>12.0f}"
+            f"{median([r.calls_per_second for r in runs]):>10.0f}"
+            f"{median([r.p50_ms for r in runs]):>9.2f}{median([r.p99_ms for r in runs]):>9.2f}"
+            f"{median([r.p99_ms / r.p50_ms for r in runs]):>9.2f}{max(r.rss_mib for r in runs):>9.1f}"
+        )
+
+    def ratio(numerator: str, denominator: str) -> float:
+        pairs = zip(results[numerator], results[denominator], strict=True)
+        return median([a.cpu_us_per_call / b.cpu_us_per_call for a, b in pairs])
+
+    print("\nCPU per call, median of per-round ratios (target in brackets):")
+    print(f"  C / B, 2026-07-28 flow      : {ratio('C Anvil 2026-07-28', 'B bare SDK 2026-07-28'):.2f}x  [<= 1.0]")
+    print(f"  C / B, legacy flow          : {ratio('C Anvil legacy', 'B bare SDK legacy'):.2f}x  [<= 1.0]")
+    print(f"  C (2026-07-28) / A raw ASGI : {ratio('C Anvil 2026-07-28', 'A raw ASGI echo'):.2f}x")
+    print(f"  C legacy / C 2026-07-28     : {ratio('C Anvil legacy', 'C Anvil 2026-07-28'):.2f}x  [<= 1.3]")
+    print(f"  D retrieval / C echo        : {ratio('D Anvil retrieval', 'C Anvil 2026-07-28'):.2f}x")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

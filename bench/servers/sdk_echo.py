@@ -1,0 +1,17 @@
+"""(B) The bare `mcp` SDK: `MCPServer`, stateless JSON responses, a sync `echo` tool as its docs show."""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("sdk-echo")
+
+
+@server.tool()
+def ask(question: str) -> str:
+    """Echo the question back."""
+    return question
+
+
+app = server.streamable_http_app(stateless_http=True, json_response=True)
+# Starlette runs the session manager through the app's own lifespan here (no FastAPI around it).

@@ -1,0 +1,88 @@
+"""What a turn costs, in counts rather than time: store operations and stored bytes."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from app.answers.echo import EchoEngine
+from app.answers.engine import Answer, Exchange, Passage
+from app.auth.principal import Principal
+from app.conversations.codec import to_document
+from app.conversations.memory import MemoryStore
+from app.conversations.service import AskRequest, AskService, HistoryLimits
+
+pytestmark = pytest.mark.anyio
+
+ALICE = Principal("oid-alice", "tenant-1", frozenset({"access_as_user"}), 9e9)
+
+
+class OperationCounter:
+    """Counts every store method called, delegating to a MemoryStore."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return await method(*args, **kwargs)
+
+        return counted
+
+
+async def test_a_continued_turn_costs_one_read_and_one_write() -> None:
+    store = OperationCounter()
+    service = AskService(store, EchoEngine())  # type: ignore[arg-type]
+    await service.ask(ALICE, AskRequest("first", "costs"))
+    assert store.calls == Counter({"get": 1, "create": 1})
+    store.calls.clear()
+    await service.ask(ALICE, AskRequest("second", "costs"))
+    assert store.calls == Counter({"get": 1, "replace": 1})
+
+
+async def test_a_one_shot_ask_costs_no_store_operation() -> None:
+    store = OperationCounter()
+    service = AskService(store, EchoEngine())  # type: ignore[arg-type]
+    await service.ask(ALICE, AskRequest("no id"))
+    await service.ask(None, AskRequest("anonymous", "ignored-id"))
+    assert store.calls == Counter()
+
+
+class SameShapeEngine:
+    """Answers of one shape whatever the history, so sizes compare like with like."""
+
+    name = "same-shape"
+
+    async def answer(
+        self, question: str, history: Sequence[Exchange], instructions: str | None = None
+    ) -> Answer:
+        return Answer(f"The answer to {question!r} is 42.")
+
+    async def search(self, text: str, max_results: int) -> list[Passage]:
+        return []
+
+
+async def test_the_stored_item_at_turn_500_is_no_larger_than_at_turn_50() -> None:
+    store = MemoryStore()
+    service = AskService(store, SameShapeEngine(), limits=HistoryLimits(max_turns=50))
+    sizes = {}
+    for turn in range(1, 501):
+        await service.ask(ALICE, AskRequest(f"question number {turn:04d}", "long-running"))
+        if turn in (50, 500):
+            stored = await store.get(ALICE.oid, "long-running")
+            assert stored is not None
+            item = json.dumps(to_document(stored), separators=(",", ":"))
+            # Turn numbers, counters and timestamps gain digits as a conversation ages; with every
+            # number written as one digit, what remains is what the bounds must keep flat.
+            sizes[turn] = len(re.sub(r"\d+", "0", item))
+            assert len(stored.turns) == 50
+    assert sizes[500] <= sizes[50]
