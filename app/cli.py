@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -37,12 +36,9 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     settings = _settings(host=args.host, port=args.port)
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # The SDK logs every stateless request's transport teardown at INFO: noise, not news.
-    for name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
-        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
+    from app.telemetry import configure_logging
+
+    configure_logging(settings)
     from app.main import create_app
 
     config = uvicorn.Config(

@@ -71,21 +71,26 @@ class TokenVerifier:
         audiences: Collection[str],
         required_scopes: Collection[str],
         allowed_tenants: Collection[str] | None = None,
+        app_role: str | None = None,
         leeway: float = 60.0,
         clock: Callable[[], float] = time.time,
         cache_size: int = 10_000,
     ) -> None:
+        """`app_role` admits app-only tokens (`roles`, no `scp`) whose `roles` hold it; None refuses them."""
         if not audiences:
             raise ValueError("TokenVerifier needs at least one accepted audience.")
         if leeway < 0:
             raise ValueError("leeway must not be negative.")
         if cache_size < 0:
             raise ValueError("cache_size must not be negative.")
+        if app_role is not None and (not app_role or app_role.split() != [app_role]):
+            raise ValueError("app_role must be a non-empty role name without spaces.")
         self._keys = keys
         self._issuers_for_tenant = issuers_for_tenant
         self._audiences = frozenset(audiences)
         self._required_scopes = tuple(dict.fromkeys(required_scopes))
         self._allowed_tenants = None if allowed_tenants is None else frozenset(allowed_tenants)
+        self._app_role = app_role
         self._leeway = leeway
         self._clock = clock
         self._cache_size = cache_size
@@ -168,7 +173,7 @@ class TokenVerifier:
 
         scp = claims.get("scp")
         if scp is None:
-            raise AuthError.invalid("App-only access tokens are not accepted; sign in as a user.")
+            return self._app_principal(claims, oid=oid, tid=tid, exp=exp)
         if not isinstance(scp, str):
             raise AuthError.invalid("The access token's scope claim (scp) is invalid.")
         scopes = frozenset(scp.split())
@@ -182,6 +187,21 @@ class TokenVerifier:
             expires_at=exp,
             name=_display_name(claims),
         )
+
+    def _app_principal(self, claims: Mapping[str, Any], *, oid: str, tid: str, exp: float) -> Principal:
+        """An app-only token (client credentials): the calling app itself, if it holds the app role."""
+        if self._app_role is None:
+            raise AuthError.invalid("App-only access tokens are not accepted; sign in as a user.")
+        roles = claims.get("roles")
+        if not isinstance(roles, list) or self._app_role not in roles:
+            # Genuine, but the app was not granted the role: more privileges needed, not a new token.
+            raise AuthError(
+                403,
+                "insufficient_scope",
+                f"The app-only access token lacks the required app role ({self._app_role}).",
+            )
+        # oid and tid are the calling app's service principal and its tenant.
+        return Principal(oid=oid, tid=tid, scopes=frozenset(), expires_at=exp, name=_display_name(claims))
 
     def _audience_matches(self, aud: object) -> bool:
         if isinstance(aud, str):

@@ -62,7 +62,7 @@ class ConversationService:
         self, principal: Principal | None, *, instructions: str | None = None, title: str | None = None
     ) -> StartedConversation:
         """Create an empty conversation under a server-minted id, with optional instructions and title."""
-        user = _require_user(principal, "start_conversation")
+        user = _require_user(principal, "Starting a conversation")
         if instructions is not None and len(instructions) > self.max_instructions_chars:
             raise InvalidInput(
                 f"instructions are longer than {self.max_instructions_chars} characters: shorten them."
@@ -93,7 +93,7 @@ class ConversationService:
         self, principal: Principal | None, *, limit: int | None = None, cursor: str | None = None
     ) -> ConversationPage:
         """The caller's conversations, most recently updated first."""
-        user = _require_user(principal, "list_conversations")
+        user = _require_user(principal, "Listing conversations")
         size = DEFAULT_LIST_LIMIT if limit is None else limit
         if not 1 <= size <= MAX_LIST_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIST_LIMIT} (got {size}).")
@@ -110,7 +110,7 @@ class ConversationService:
         self, principal: Principal | None, conversation_id: str, *, limit: int | None = None
     ) -> tuple[Conversation, tuple[Turn, ...]]:
         """The conversation and its latest `limit` turns (all kept turns when omitted), oldest first."""
-        user = _require_user(principal, "get_conversation")
+        user = _require_user(principal, "Reading a conversation")
         _check_id(conversation_id)
         if limit is not None and not 1 <= limit <= MAX_TURNS_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_TURNS_LIMIT} (got {limit}).")
@@ -122,7 +122,7 @@ class ConversationService:
 
     async def delete(self, principal: Principal | None, conversation_id: str) -> bool:
         """Delete one conversation; False when there was nothing (of the caller's) to delete."""
-        user = _require_user(principal, "delete_conversation")
+        user = _require_user(principal, "Deleting a conversation")
         _check_id(conversation_id)
         conversation = await self.store.get(user.oid, conversation_id)
         if conversation is None or conversation.tid != user.tid:
@@ -131,7 +131,7 @@ class ConversationService:
 
     async def delete_all(self, principal: Principal | None) -> int:
         """Delete every conversation of the caller; returns how many there were."""
-        user = _require_user(principal, "deleting conversations")
+        user = _require_user(principal, "Deleting conversations")
         return await self.store.delete_all(user.oid)
 
 

@@ -245,7 +245,8 @@ def _find_receipt(stored: Conversation, request: AskRequest, digest: str) -> Ask
                 f"Replayed: clientRequestId {request.client_request_id!r} was already answered as turn "
                 f"{turn.number}; nothing was appended."
             ),
-            created=turn.number == 1,
+            # The turn created the conversation unless start_conversation did so before it.
+            created=turn.number == 1 and turn.at == stored.created_at,
             turn=turn.number,
             condensed=stored.dropped > 0,
             sources=(),

@@ -28,7 +28,9 @@ from app.surface.models import AskOutput, SearchHit, SearchOutput
 
 INSTRUCTIONS = (
     "Anvil answers questions from its knowledge base with the `ask` tool and ranks passages with "
-    "`search`. To hold a conversation, pick a conversationId and pass it on every `ask`."
+    "`search`. To hold a conversation, pass the same conversationId on every `ask` (pick one, or get "
+    "one from `start_conversation`); `list_conversations`, `get_conversation` and "
+    "`delete_conversation` manage your conversations."
 )
 
 

@@ -63,7 +63,8 @@ def register_conversation_tools(server: MCPServer, runtime: RuntimeRef) -> list[
             page = await runtime.get().conversations.list(principal_from(ctx), limit=limit, cursor=cursor)
         output = ListOutput.of(page)
         lines = [
-            f"{c.conversationId}: {c.title or '(untitled)'}, {c.turns} turns, updated {c.updatedAt}"
+            f"{c.conversationId}: {c.title or '(untitled)'}, {c.turns} turn{'' if c.turns == 1 else 's'}, "
+            f"updated {c.updatedAt}"
             for c in output.conversations
         ]
         return tool_result("\n".join(lines) or "No conversations.", output)

@@ -87,10 +87,13 @@ def build_router(runtime_ref: RuntimeRef) -> APIRouter:
         status_code=201,
         summary="Start a conversation with a server-minted id",
         operation_id="startConversation",
-        responses=conversation_errors,
+        responses={**conversation_errors, 409: PROBLEM},
         tags=["conversations"],
     )
-    async def start_conversation(body: StartBody, rt: RuntimeDep, principal: CallerDep) -> StartOutput:
+    async def start_conversation(
+        rt: RuntimeDep, principal: CallerDep, body: StartBody | None = None
+    ) -> StartOutput:
+        body = body or StartBody()
         started = await rt.conversations.start(principal, instructions=body.instructions, title=body.title)
         return StartOutput.of(started)
 

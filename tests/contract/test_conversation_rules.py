@@ -237,3 +237,16 @@ async def test_bad_limits_and_cursors_say_what_to_change(conversations: Conversa
         await conversations.get(ALICE, "bad id")
     with pytest.raises(InvalidInput, match="title"):
         await conversations.start(ALICE, title="x" * 201)
+
+
+async def test_a_replayed_first_turn_keeps_its_created_flag(
+    asks: AskService, conversations: ConversationService, clock: FakeClock
+) -> None:
+    started = await conversations.start(ALICE)
+    clock.advance(1)
+    request = AskRequest("first", started.conversation_id, client_request_id="r1")
+    assert (await asks.ask(ALICE, request)).created is False
+    assert (await asks.ask(ALICE, request)).created is False
+    own = AskRequest("first", "own-id", client_request_id="r2")
+    assert (await asks.ask(ALICE, own)).created is True
+    assert (await asks.ask(ALICE, own)).created is True

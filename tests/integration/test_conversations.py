@@ -145,18 +145,20 @@ async def test_rest_conversation_routes(dev_server: AnvilServer) -> None:
     headers = {"Authorization": f"Bearer {dev_server.token(user)}"}
     base = f"{dev_server.url}/api/conversations"
     async with httpx.AsyncClient(timeout=30, headers=headers) as http:
+        bodiless = await http.post(base)
         created = await http.post(base, json={"title": "REST"})
         conversation = created.json()["conversationId"]
         await http.post(f"{dev_server.url}/api/ask", json={"question": "q1", "conversationId": conversation})
         await http.post(f"{dev_server.url}/api/ask", json={"question": "q2", "conversationId": new_id()})
-        listed = await http.get(base, params={"limit": 1})
-        page2 = await http.get(base, params={"limit": 1, "cursor": listed.json()["nextCursor"]})
+        listed = await http.get(base, params={"limit": 2})
+        page2 = await http.get(base, params={"limit": 2, "cursor": listed.json()["nextCursor"]})
         one = await http.get(f"{base}/{conversation}", params={"limit": 1})
         missing = await http.get(f"{base}/{new_id()}")
         bad = await http.get(f"{base}/bad%20id")
         removed_all = await http.delete(base)
         after = await http.get(base)
         gone = await http.delete(f"{base}/{conversation}")
+    assert bodiless.status_code == 201 and bodiless.json()["title"] is None
     assert created.status_code == 201 and created.json()["title"] == "REST"
     assert len(listed.json()["conversations"]) == 1 and listed.json()["nextCursor"]
     assert len(page2.json()["conversations"]) == 1 and page2.json()["nextCursor"] is None
@@ -168,7 +170,7 @@ async def test_rest_conversation_routes(dev_server: AnvilServer) -> None:
     assert [t["question"] for t in one.json()["turns"]] == ["q1"]
     assert missing.status_code == 404 and missing.headers["content-type"] == "application/problem+json"
     assert bad.status_code == 400 and "^[A-Za-z0-9._-]{1,64}$" in bad.json()["detail"]
-    assert removed_all.json() == {"deleted": 2}
+    assert removed_all.json() == {"deleted": 3}
     assert after.json() == {"conversations": [], "nextCursor": None}
     assert gone.status_code == 200 and gone.json() == {"deleted": False}
 
