@@ -156,6 +156,8 @@ def drive(
     cpu = cpu_seconds(server.pid) - before
     out = ran.stdout
     requests, elapsed = re.search(r"(\d+) requests in ([\d.]+(?:us|ms|s|m))", out).groups()  # type: ignore[union-attr]
+    if os.environ.get("BENCH_DEBUG"):
+        print(out, file=sys.stderr)
     latency = dict(re.findall(r"^\s+(50|99)%\s+([\d.]+(?:us|ms|s|m))", out, flags=re.M))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     socket_errors = re.search(r"Socket errors: .*", out)

@@ -109,7 +109,7 @@ def report(results: dict[str, list[LoadResult]]) -> None:
             f"{label:<24}{median([r.cpu_us_per_call for r in runs]):>12.0f}"
             f"{median([r.calls_per_second for r in runs]):>10.0f}"
             f"{median([r.p50_ms for r in runs]):>9.2f}{median([r.p99_ms for r in runs]):>9.2f}"
-            f"{median([r.p99_ms / r.p50_ms for r in runs]):>9.2f}{max(r.rss_mib for r in runs):>9.1f}"
+            f"{median([r.p99_ms / r.p50_ms if r.p50_ms else float('nan') for r in runs]):>9.2f}{max(r.rss_mib for r in runs):>9.1f}"
         )
 
     def ratio(numerator: str, denominator: str) -> float:

@@ -52,6 +52,7 @@ INDEXING_POLICY: dict[str, Any] = {
     "automatic": True,
     "includedPaths": [
         {"path": "/oid/?"},
+        {"path": "/tid/?"},
         {"path": "/conversationId/?"},
         {"path": "/updatedAt/?"},
         {"path": "/expiresAt/?"},
@@ -62,7 +63,7 @@ INDEXING_POLICY: dict[str, Any] = {
 # Newest first; Cosmos DB orders by one field without a composite index, so ties on updatedAt
 # are ordered by conversationId here, and the cursor is a (updatedAt, conversationId) keyset.
 _SUMMARY = "c.conversationId, c.title, c.turnCount, c.updatedAt, c.expiresAt"
-_LIVE = "c.oid = @oid AND c.expiresAt > @now"
+_LIVE = "c.oid = @oid AND c.tid = @tid AND c.expiresAt > @now"
 _AFTER = "(c.updatedAt < @updatedAt OR (c.updatedAt = @updatedAt AND c.conversationId > @after))"
 _SYSTEM_PREFIX = "_"
 
@@ -127,8 +128,14 @@ class CosmosStore:
 
             credential = DefaultAzureCredential()
             close_credential = credential.close
+        # The SDK logs every request and its headers at INFO; keep that for ANVIL_LOG_LEVEL=debug.
+        requests_logger = logging.getLogger(f"{__name__}.requests")
+        requests_logger.setLevel(logging.DEBUG if settings.log_level == "debug" else logging.WARNING)
         client = CosmosClient(
-            settings.cosmos_endpoint, credential, connection_policy=_connection_policy(settings)
+            settings.cosmos_endpoint,
+            credential,
+            connection_policy=_connection_policy(settings),
+            logger=requests_logger,
         )
 
         async def close() -> None:
@@ -210,33 +217,45 @@ class CosmosStore:
         self._remember(c.key, written)
 
     async def delete(self, oid: str, conversation_id: str) -> bool:
-        """Remove a conversation; True if a live one was removed (an expired one goes silently)."""
+        """Remove a conversation; True if a live one was removed (an expired one goes silently).
+
+        One delete when this process just read the conversation (its ETag tells what is being
+        deleted), else a point read first: an expired item may still be there, and must count
+        as nothing removed.
+        """
         key = conversation_key(oid, conversation_id)
-        document = await self._read(oid, key)
-        if document is None:
-            return False
-        live = not from_document(document).is_expired(self._clock())
+        seen = self._seen.get(key)
+        if seen is None:
+            document = await self._read(oid, key)
+            if document is None:
+                return False
+            seen = self._remember(key, document)
+        live = seen.expires_at > self._clock()
         try:
-            await self._delete(oid, key, etag=str(document["_etag"]))
+            await self._delete(oid, key, etag=seen.etag)
         except _Refused as refused:
             if refused.status == 404:
                 return False
-            # Rewritten since the read: a write always leaves a live conversation behind.
-            live = True
+            # Rewritten since it was read, and a write always leaves a live conversation.
             try:
                 await self._delete(oid, key)
             except _Refused:
                 return False
+            return True
         return live
 
-    async def list(self, oid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
+    async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
         """The user's live conversations, newest first, one page of at most `limit`: one query."""
         position = decode_cursor(cursor) if cursor is not None else None
         if limit < 1:
             return ConversationPage((), None)
         now = self._clock()
         where = _LIVE
-        parameters: _Parameters = [{"name": "@oid", "value": oid}, {"name": "@now", "value": now}]
+        parameters: _Parameters = [
+            {"name": "@oid", "value": oid},
+            {"name": "@tid", "value": tid},
+            {"name": "@now", "value": now},
+        ]
         if position is not None:
             where += f" AND {_AFTER}"
             parameters += [
@@ -265,14 +284,17 @@ class CosmosStore:
         more = len(rows) > limit
         return ConversationPage(page, encode_cursor(page[-1]) if more and page else None)
 
-    async def delete_all(self, oid: str) -> int:
+    async def delete_all(self, oid: str, tid: str) -> int:
         """Remove every conversation of the user; returns how many live ones were removed.
 
-        One query for the ids in the user's partition, then one delete per item.
+        One query for the ids in the user's partition, then one delete per item. If some
+        delete fails, the others still run and the failure (`Unavailable`) is raised.
         """
         now = self._clock()
         rows = await self._query(
-            oid, "SELECT c.id, c.expiresAt FROM c WHERE c.oid = @oid", [{"name": "@oid", "value": oid}]
+            oid,
+            "SELECT c.id, c.expiresAt FROM c WHERE c.oid = @oid AND c.tid = @tid",
+            [{"name": "@oid", "value": oid}, {"name": "@tid", "value": tid}],
         )
         gate = asyncio.Semaphore(DELETE_CONCURRENCY)
 
@@ -284,9 +306,12 @@ class CosmosStore:
                     return False
             return float(row["expiresAt"]) > now
 
-        async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(remove(row)) for row in rows]
-        return sum(task.result() for task in tasks)
+        # Every delete runs to its end even if another fails, so a retry has less left to do.
+        results = await asyncio.gather(*(remove(row) for row in rows), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return sum(result is True for result in results)
 
     async def check(self) -> None:
         """Raise `Unavailable` unless the container's properties can be read (one cheap request)."""

@@ -98,7 +98,7 @@ class ConversationService:
         if not 1 <= size <= MAX_LIST_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_LIST_LIMIT} (got {size}).")
         try:
-            page = await self.store.list(user.oid, limit=size, cursor=cursor)
+            page = await self.store.list(user.oid, user.tid, limit=size, cursor=cursor)
         except InvalidCursor:
             raise InvalidInput(
                 "cursor is not one this server issued: pass the nextCursor of the previous page unchanged, "
@@ -132,7 +132,7 @@ class ConversationService:
     async def delete_all(self, principal: Principal | None) -> int:
         """Delete every conversation of the caller; returns how many there were."""
         user = _require_user(principal, "Deleting conversations")
-        return await self.store.delete_all(user.oid)
+        return await self.store.delete_all(user.oid, user.tid)
 
 
 def _require_user(principal: Principal | None, operation: str) -> Principal:

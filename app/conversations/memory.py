@@ -53,12 +53,14 @@ class MemoryStore:
         removed = self._items.pop(key, None)
         return removed is not None and not removed.is_expired(self._clock())
 
-    async def list(self, oid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
+    async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
         """The user's live conversations, newest first, one page of at most `limit`."""
         now = self._clock()
         position = decode_cursor(cursor) if cursor is not None else None
         mine = [
-            ConversationSummary.of(c) for c in self._items.values() if c.oid == oid and not c.is_expired(now)
+            ConversationSummary.of(c)
+            for c in self._items.values()
+            if c.oid == oid and c.tid == tid and not c.is_expired(now)
         ]
         mine.sort(key=lambda s: (-s.updated_at, s.conversation_id))
         if position is not None:
@@ -67,10 +69,10 @@ class MemoryStore:
         more = len(mine) > limit
         return ConversationPage(page, encode_cursor(page[-1]) if more and page else None)
 
-    async def delete_all(self, oid: str) -> int:
+    async def delete_all(self, oid: str, tid: str) -> int:
         """Remove every conversation of the user; returns how many live ones were removed."""
         now = self._clock()
-        keys = [k for k, c in self._items.items() if c.oid == oid]
+        keys = [k for k, c in self._items.items() if c.oid == oid and c.tid == tid]
         live = sum(not self._items.pop(k).is_expired(now) for k in keys)
         return live
 

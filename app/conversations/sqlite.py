@@ -72,7 +72,7 @@ SELECT conversation_id, json_extract(document, '$.title'),
                 json_extract(document, '$.dropped')),
        updated_at, expires_at
 FROM conversations
-WHERE oid = ? AND expires_at > ?
+WHERE oid = ? AND json_extract(document, '$.tid') = ? AND expires_at > ?
   AND (updated_at < ? OR (updated_at = ? AND conversation_id > ?))
 ORDER BY updated_at DESC, conversation_id ASC
 LIMIT ?
@@ -155,13 +155,13 @@ class SqliteStore:
 
         return await self._run(work)
 
-    async def list(self, oid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
+    async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
         """The user's live conversations, newest first, one page of at most `limit`."""
         now = self._clock()
         updated_at, after_id = decode_cursor(cursor) if cursor is not None else (float("inf"), "")
 
         def work(db: sqlite3.Connection) -> list[tuple[str, str | None, int, float, float]]:
-            return db.execute(_LIST, (oid, now, updated_at, updated_at, after_id, limit + 1)).fetchall()
+            return db.execute(_LIST, (oid, tid, now, updated_at, updated_at, after_id, limit + 1)).fetchall()
 
         rows = await self._run(work)
         page = tuple(
@@ -170,12 +170,16 @@ class SqliteStore:
         more = len(rows) > limit
         return ConversationPage(page, encode_cursor(page[-1]) if more and page else None)
 
-    async def delete_all(self, oid: str) -> int:
+    async def delete_all(self, oid: str, tid: str) -> int:
         """Remove every conversation of the user; returns how many live ones were removed."""
         now = self._clock()
 
         def work(db: sqlite3.Connection) -> int:
-            rows = db.execute("DELETE FROM conversations WHERE oid = ? RETURNING expires_at > ?", (oid, now))
+            rows = db.execute(
+                "DELETE FROM conversations WHERE oid = ? AND json_extract(document, '$.tid') = ? "
+                "RETURNING expires_at > ?",
+                (oid, tid, now),
+            )
             return sum(bool(row[0]) for row in rows.fetchall())
 
         return await self._run(work)

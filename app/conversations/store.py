@@ -77,16 +77,16 @@ class ConversationStore(Protocol):
         """Remove a conversation; True if a live one was removed."""
         ...
 
-    async def list(self, oid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
-        """The user's live conversations, most recently updated first (ties: by conversationId).
+    async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
+        """The user's live conversations in tenant `tid`, most recently updated first (ties: by conversationId).
 
         At most `limit` items per page; `cursor` (from a previous page) continues the listing.
         Raises `InvalidCursor` for a cursor this store did not issue.
         """
         ...
 
-    async def delete_all(self, oid: str) -> int:
-        """Remove every conversation of the user; returns how many live ones were removed."""
+    async def delete_all(self, oid: str, tid: str) -> int:
+        """Remove every conversation of the user in tenant `tid`; returns how many live ones were removed."""
         ...
 
     async def check(self) -> None:

@@ -206,7 +206,7 @@ class StoreContract:
         await store.create(make_conversation(clock, conversation_id="short-lived", expires_at=clock.now + 5))
         clock.advance(6)
 
-        page = await store.list("oid-1", limit=10)
+        page = await store.list("oid-1", "tenant-1", limit=10)
 
         assert [s.conversation_id for s in page.items] == ["new", "old"]
         assert page.next_cursor is None
@@ -229,7 +229,7 @@ class StoreContract:
         seen: list[str] = []
         cursor = None
         for _ in range(10):
-            page = await store.list("oid-1", limit=3, cursor=cursor)
+            page = await store.list("oid-1", "tenant-1", limit=3, cursor=cursor)
             assert len(page.items) <= 3
             seen.extend(s.conversation_id for s in page.items)
             cursor = page.next_cursor
@@ -242,17 +242,17 @@ class StoreContract:
     ) -> None:
         conversation = make_conversation(clock, dropped=4, turns=(Turn(5, "q", "a", clock.now),))
         await store.create(conversation)
-        (summary,) = (await store.list("oid-1", limit=5)).items
+        (summary,) = (await store.list("oid-1", "tenant-1", limit=5)).items
         assert summary.turns == 5
 
     async def test_list_refuses_a_foreign_cursor(self, store: ConversationStore) -> None:
         from app.conversations.store import InvalidCursor
 
         with pytest.raises(InvalidCursor):
-            await store.list("oid-1", limit=5, cursor="not-a-cursor-we-issued")
+            await store.list("oid-1", "tenant-1", limit=5, cursor="not-a-cursor-we-issued")
 
     async def test_list_of_a_user_without_conversations_is_empty(self, store: ConversationStore) -> None:
-        page = await store.list("nobody", limit=5)
+        page = await store.list("nobody", "tenant-1", limit=5)
         assert page.items == () and page.next_cursor is None
 
     async def test_delete_all_removes_only_that_users_conversations(
@@ -262,9 +262,19 @@ class StoreContract:
             await store.create(make_conversation(clock, conversation_id=cid))
         await store.create(make_conversation(clock, oid="oid-2", conversation_id="a"))
 
-        assert await store.delete_all("oid-1") == 3
+        assert await store.delete_all("oid-1", "tenant-1") == 3
 
-        assert (await store.list("oid-1", limit=10)).items == ()
+        assert (await store.list("oid-1", "tenant-1", limit=10)).items == ()
         assert await store.get("oid-1", "a") is None
         assert await store.get("oid-2", "a") is not None
-        assert await store.delete_all("oid-1") == 0
+        assert await store.delete_all("oid-1", "tenant-1") == 0
+
+    async def test_list_and_delete_all_keep_to_the_callers_tenant(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        await store.create(make_conversation(clock, conversation_id="home"))
+        await store.create(make_conversation(clock, conversation_id="away", tid="tenant-2"))
+
+        assert [s.conversation_id for s in (await store.list("oid-1", "tenant-2", limit=5)).items] == ["away"]
+        assert await store.delete_all("oid-1", "tenant-2") == 1
+        assert [s.conversation_id for s in (await store.list("oid-1", "tenant-1", limit=5)).items] == ["home"]

@@ -1,21 +1,24 @@
 """The conversation rules (concurrency, retries, instructions, lifecycle) over every store.
 
 The same `AskService` and `ConversationService` run on each store, so each rule is shown to hold
-where the data really lives: in memory, in SQLite, and in Cosmos DB (the Cosmos parameter joins
-when its test server is available in this suite).
+where the data really lives: in memory, in SQLite, and in Cosmos DB (against the Cosmos
+DB-compatible test server).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
 import pytest
+from support.cosmos import CosmosServer, run_cosmos_server
 
 from app.answers.echo import EchoEngine
 from app.auth.principal import Principal
+from app.conversations.cosmos import CosmosStore
 from app.conversations.lifecycle import ConversationService
 from app.conversations.memory import MemoryStore
 from app.conversations.service import AskRequest, AskService, HistoryLimits
@@ -24,6 +27,7 @@ from app.conversations.store import ConversationStore
 from app.errors import Conflict, InvalidInput, NotFound, SignInRequired
 
 from .store_contract import FakeClock
+from .test_cosmos_store import cosmos_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -37,14 +41,25 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(scope="module")
+def cosmos_server() -> Iterator[CosmosServer]:
+    with run_cosmos_server() as server:
+        yield server
+
+
+@pytest.fixture(params=["memory", "sqlite", "cosmos"])
 async def store(
     request: pytest.FixtureRequest, clock: FakeClock, tmp_path: Path
 ) -> AsyncIterator[ConversationStore]:
+    opened: ConversationStore
     if request.param == "memory":
-        yield MemoryStore(clock)
-        return
-    opened = await SqliteStore.open(tmp_path / "rules.sqlite3", clock)
+        opened = MemoryStore(clock)
+    elif request.param == "sqlite":
+        opened = await SqliteStore.open(tmp_path / "rules.sqlite3", clock)
+    else:
+        server: CosmosServer = request.getfixturevalue("cosmos_server")
+        settings = cosmos_settings(server, f"rules-{uuid.uuid4().hex[:12]}")
+        opened = await CosmosStore.open(settings, clock)
     try:
         yield opened
     finally:
@@ -112,7 +127,7 @@ async def test_a_one_shot_call_accepts_the_key_and_stores_nothing(
 ) -> None:
     result = await asks.ask(ALICE, AskRequest("no id", client_request_id="req-1"))
     assert result.note is not None and "keep no receipt" in result.note
-    assert (await store.list(ALICE.oid, limit=5)).items == ()
+    assert (await store.list(ALICE.oid, ALICE.tid, limit=5)).items == ()
 
 
 # --- instructions ------------------------------------------------------------------------------

@@ -1,0 +1,130 @@
+"""The store contract run against the Cosmos DB store and a real Cosmos DB-compatible server.
+
+One server for the module; every test gets a container of its own, created by the store.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from pydantic import SecretStr
+from support.cosmos import CosmosServer, run_cosmos_server
+
+from app.config import Settings
+from app.conversations.cosmos import CosmosStore
+from app.conversations.store import ConversationStore
+
+from .store_contract import FakeClock, StoreContract, make_conversation
+
+
+@pytest.fixture(scope="module")
+def cosmos_server() -> Iterator[CosmosServer]:
+    with run_cosmos_server() as server:
+        yield server
+
+
+def cosmos_settings(server: CosmosServer, container: str) -> Settings:
+    return Settings(
+        store="cosmos",
+        cosmos_endpoint=server.endpoint,
+        cosmos_key=SecretStr(server.key),
+        cosmos_container=container,
+        cosmos_create_if_missing=True,
+    )
+
+
+class TestCosmosStore(StoreContract):
+    @pytest.fixture
+    async def store(self, cosmos_server: CosmosServer, clock: FakeClock) -> AsyncIterator[ConversationStore]:
+        settings = cosmos_settings(cosmos_server, f"contract-{uuid.uuid4().hex[:12]}")
+        opened = await CosmosStore.open(settings, clock)
+        yield opened
+        await opened.aclose()
+
+
+# --- what only the Cosmos DB store has to get right ---------------------------------------------
+
+
+@pytest.fixture
+async def cosmos_store(cosmos_server: CosmosServer, clock: FakeClock) -> AsyncIterator[CosmosStore]:
+    opened = await CosmosStore.open(cosmos_settings(cosmos_server, f"own-{uuid.uuid4().hex[:12]}"), clock)
+    yield opened
+    await opened.aclose()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.mark.anyio
+async def test_the_container_it_creates_is_partitioned_by_oid_with_ttl_on(
+    cosmos_server: CosmosServer,
+) -> None:
+    from azure.cosmos.aio import CosmosClient
+
+    settings = cosmos_settings(cosmos_server, f"created-{uuid.uuid4().hex[:12]}")
+    store = await CosmosStore.open(settings)
+    await store.aclose()
+    async with CosmosClient(cosmos_server.endpoint, cosmos_server.key) as client:
+        container = client.get_database_client(settings.cosmos_database).get_container_client(
+            settings.cosmos_container
+        )
+        properties = await container.read()
+    assert properties["partitionKey"]["paths"] == ["/oid"]
+    assert properties["defaultTtl"] == settings.history_ttl_seconds
+
+
+@pytest.mark.anyio
+async def test_open_refuses_a_missing_container(cosmos_server: CosmosServer) -> None:
+    settings = cosmos_settings(cosmos_server, "never-created").model_copy(
+        update={"cosmos_create_if_missing": False}
+    )
+    with pytest.raises(RuntimeError, match="does not exist"):
+        await CosmosStore.open(settings)
+
+
+@pytest.mark.anyio
+async def test_open_refuses_a_container_partitioned_by_another_path(cosmos_server: CosmosServer) -> None:
+    from azure.cosmos import PartitionKey
+    from azure.cosmos.aio import CosmosClient
+
+    settings = cosmos_settings(cosmos_server, f"by-id-{uuid.uuid4().hex[:12]}")
+    async with CosmosClient(cosmos_server.endpoint, cosmos_server.key) as client:
+        database = await client.create_database_if_not_exists(settings.cosmos_database)
+        await database.create_container(settings.cosmos_container, partition_key=PartitionKey("/id"))
+    with pytest.raises(RuntimeError, match="must have partition key /oid"):
+        await CosmosStore.open(settings)
+
+
+@pytest.mark.anyio
+async def test_pages_split_a_long_run_of_equal_timestamps_in_conversation_id_order(
+    cosmos_store: CosmosStore, clock: FakeClock
+) -> None:
+    # TOP cuts the run anywhere; the store must still page it by conversationId.
+    ids = ["e", "b", "d", "a", "c"]
+    for cid in ids:
+        await cosmos_store.create(make_conversation(clock, conversation_id=cid))
+    clock.advance(1)
+    await cosmos_store.create(make_conversation(clock, conversation_id="newest"))
+
+    pages = []
+    cursor = None
+    while True:
+        page = await cosmos_store.list("oid-1", "tenant-1", limit=2, cursor=cursor)
+        pages.append([s.conversation_id for s in page.items])
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert pages == [["newest", "a"], ["b", "c"], ["d", "e"]]
+
+
+@pytest.mark.anyio
+async def test_delete_all_counts_only_live_conversations(cosmos_store: CosmosStore, clock: FakeClock) -> None:
+    await cosmos_store.create(make_conversation(clock, conversation_id="stale", expires_at=clock.now + 5))
+    await cosmos_store.create(make_conversation(clock, conversation_id="live"))
+    clock.advance(10)
+    assert await cosmos_store.delete_all("oid-1", "tenant-1") == 1
+    assert await cosmos_store.delete("oid-1", "stale") is False
