@@ -13,7 +13,7 @@ from fastapi.openapi.utils import get_openapi
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import app
 from app.answers.engine import AnswerEngine
@@ -24,8 +24,9 @@ from app.conversations.lifecycle import ConversationService
 from app.conversations.service import AskService, HistoryLimits
 from app.conversations.store import ConversationStore
 from app.runtime import Runtime, RuntimeRef
-from app.surface.guard import RequestGuard
+from app.surface.guard import MCP_PATH, RequestGuard
 from app.surface.mcp import build_mcp_server
+from app.surface.mcp_http import McpEndpoint
 from app.surface.problem import problem_response
 from app.surface.rest import build_router, install_error_handlers
 
@@ -64,15 +65,26 @@ async def open_engine(settings: Settings) -> AnswerEngine:
 
 
 class Anvil:
-    """The assembled application: guard -> sign-in -> FastAPI (REST + MCP)."""
+    """The assembled application: guard -> sign-in -> `/mcp` (MCP endpoint) or FastAPI (the rest)."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.runtime = RuntimeRef()
         self.mcp = build_mcp_server(self.runtime, settings)
+        # Builds the SDK's session manager, which the MCP endpoint uses; its Starlette app is not
+        # mounted: `/mcp` is dispatched directly, without FastAPI's routing in front of it.
+        self.mcp.streamable_http_app(
+            streamable_http_path="/mcp",
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=settings.max_body_bytes,
+            # Host and Origin are checked by RequestGuard for every route.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        self.endpoint = McpEndpoint(self.mcp)
         self.api = self._build_api()
         signed_in = BearerAuthMiddleware(
-            self.api, runtime=self.runtime, resource_metadata_url=settings.base_url + WELL_KNOWN + "/mcp"
+            self._route, runtime=self.runtime, resource_metadata_url=settings.base_url + WELL_KNOWN + "/mcp"
         )
         self.asgi: ASGIApp = RequestGuard(
             signed_in,
@@ -84,15 +96,13 @@ class Anvil:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         await self.asgi(scope, receive, send)
 
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == MCP_PATH:
+            await self.endpoint(scope, receive, send)
+        else:
+            await self.api(scope, receive, send)
+
     def _build_api(self) -> FastAPI:
-        mcp_http = self.mcp.streamable_http_app(
-            streamable_http_path="/mcp",
-            stateless_http=True,
-            json_response=True,
-            max_request_body_size=self.settings.max_body_bytes,
-            # Host and Origin are checked by RequestGuard for every route.
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        )
         api = FastAPI(
             title="Anvil",
             version=app.__version__,
@@ -113,8 +123,6 @@ class Anvil:
         api.add_route(WELL_KNOWN, metadata, methods=["GET"], include_in_schema=False)
         api.add_route(WELL_KNOWN + "/mcp", metadata, methods=["GET"], include_in_schema=False)
         api.openapi = self._openapi  # type: ignore[method-assign]
-        # Mounted last and at "/" so POST /mcp is served without a redirect to /mcp/.
-        api.mount("/", mcp_http)
         return api
 
     @asynccontextmanager

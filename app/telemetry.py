@@ -27,7 +27,8 @@ _JWT = re.compile(r"eyJ[A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*){2,}")
 # RFC 6750 b64token after the scheme name, also URL-encoded (`Bearer%20...`, `Bearer+...`).
 _BEARER = re.compile(r"\b(bearer)(?:\s+|%20|\+)[A-Za-z0-9\-._~+/]+=*", re.IGNORECASE)
 _TOKEN_PARAMETER = re.compile(
-    r"\b(access_token|id_token|refresh_token|client_secret)(\s*[=:]\s*[\"']?)[^\s&\"',;]+", re.IGNORECASE
+    r"\b(access_token|id_token|refresh_token|client_secret)([\"']?\s*[=:]\s*[\"']?)[^\s&\"',;]+",
+    re.IGNORECASE,
 )
 
 

@@ -107,11 +107,13 @@ def _check_url(url: str, what: str) -> None:
 def build_verifier(settings: Settings, discovery: EntraDiscovery, keys: JwksKeySource) -> TokenVerifier:
     """The verifier for Entra access tokens: audience, tenant rule, scopes and app role from settings."""
     tenant, client_id = _require(settings)
+    listed = frozenset(t.lower() for t in settings.entra_allowed_tenants)
     if tenant in MULTI_TENANT:
-        allowed = frozenset(t.lower() for t in settings.entra_allowed_tenants)
+        allowed = listed
     else:
-        # A single-tenant app takes its own tenant only, whatever a token's issuer claims.
-        allowed = frozenset({tenant})
+        # A single-tenant app takes its own tenant only, whatever a token's issuer claims; an
+        # allow-list can only narrow that.
+        allowed = frozenset({tenant}) & listed if listed else frozenset({tenant})
     return TokenVerifier(
         keys=keys,
         issuers_for_tenant=discovery.issuers_for_tenant,

@@ -78,7 +78,7 @@ class ConversationStore(Protocol):
         ...
 
     async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
-        """The user's live conversations in tenant `tid`, most recently updated first (ties: by conversationId).
+        """The user's live conversations in tenant `tid`, newest `updatedAt` first (ties: by conversationId).
 
         At most `limit` items per page; `cursor` (from a previous page) continues the listing.
         Raises `InvalidCursor` for a cursor this store did not issue.

@@ -75,7 +75,7 @@ class RequestGuard:
             if version is not None and version not in KNOWN_PROTOCOL_VERSIONS:
                 await _unsupported_version(version, body)(scope, receive, send)
                 return
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay_body(body, receive), send)
 
     def _refusal(self, scope: Scope, headers: Headers) -> Response | None:
         host = headers.get("host", "")
@@ -104,20 +104,25 @@ class RequestGuard:
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             return None
-        chunks = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunks.extend(message.get("body", b""))
-            if len(chunks) > self.max_body_bytes:
-                return None
-            if not message.get("more_body", False):
-                break
-        return bytes(chunks)
+        return await read_body(receive, limit=self.max_body_bytes)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+async def read_body(receive: Receive, *, limit: int | None = None) -> bytes | None:
+    """The whole request body, or None as soon as it grows past `limit`."""
+    chunks = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.extend(message.get("body", b""))
+        if limit is not None and len(chunks) > limit:
+            return None
+        if not message.get("more_body", False):
+            break
+    return bytes(chunks)
+
+
+def replay_body(body: bytes, receive: Receive) -> Receive:
     """A `receive` that yields the already-read body once, then defers to the server."""
     sent = False
 
