@@ -260,8 +260,14 @@ class Settings(BaseSettings):
         return patterns
 
     def origin_patterns(self) -> list[str]:
-        """Origin header values accepted: the public URL's origin and `allowed_origins`."""
+        """Origin header values accepted: Anvil's own origins and `allowed_origins`.
+
+        Anvil's own origin is its public URL's, and on a loopback bind its loopback address and
+        port: a page there can only be Anvil itself.
+        """
         patterns = list(self.allowed_origins)
+        if is_loopback(self.host):
+            patterns += [f"http://{name}:{self.port}" for name in ("127.0.0.1", "localhost", "[::1]")]
         if self.public_url:
             parts = urlsplit(self.public_url)
             patterns.append(f"{parts.scheme}://{parts.netloc}")

@@ -56,6 +56,9 @@ class RequestGuard:
         if scope["type"] != "http" or scope["path"] in UNGUARDED_PATHS:
             await self.app(scope, receive, send)
             return
+        # RFC 9110 section 5.5: a field value excludes surrounding whitespace, but the HTTP parser
+        # keeps it, and the MCP routing headers are compared exactly.
+        scope["headers"] = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
         headers = Headers(scope=scope)
         refusal = self._refusal(scope, headers)
         if refusal is not None:

@@ -15,6 +15,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, ValidationError
 
 import app
@@ -150,17 +151,26 @@ def build_mcp_server(runtime: RuntimeRef, settings: Settings) -> AnvilMCPServer:
     tool_names = frozenset({"ask", "search", *register_conversation_tools(server, runtime)})
     available = ", ".join(sorted(tool_names))
 
-    async def unknown_tool_is_invalid_params(
-        ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
-        # The SDK answers an unknown tool with an isError result; the spec says -32602.
-        if ctx.method == "tools/call" and ctx.params is not None:
-            name = ctx.params.get("name")
+    async def protocol_fixes(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        """Where the SDK's answer differs from the specification, answer as the specification says."""
+        params = ctx.params or {}
+        if ctx.method == "tools/call":
+            # The SDK answers an unknown tool with an isError result; the spec says -32602.
+            name = params.get("name")
             if isinstance(name, str) and name not in tool_names:
                 raise MCPError(
                     code=INVALID_PARAMS, message=f"Unknown tool: {name!r}. Available: {available}."
                 )
-        return await call_next(ctx)
+        elif ctx.method == "prompts/get":
+            # Anvil has no prompts; the SDK would answer an internal error.
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"Unknown prompt: {params.get('name')!r}. Anvil has none."
+            )
+        result = await call_next(ctx)
+        if ctx.method == "server/discover" and isinstance(result, dict):
+            # Every revision is served on every POST, as the -32022 error's `supported` list says.
+            result = {**result, "supportedVersions": list(KNOWN_PROTOCOL_VERSIONS)}
+        return result
 
-    server.middleware.append(unknown_tool_is_invalid_params)
+    server.middleware.append(protocol_fixes)
     return server

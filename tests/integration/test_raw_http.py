@@ -85,7 +85,7 @@ def test_server_discover_answers_without_initialize(dev_server: AnvilServer) -> 
     response = httpx.post(dev_server.mcp_url, json=body, headers=headers)
     assert response.status_code == 200
     result = response.json()["result"]
-    assert "2026-07-28" in result["supportedVersions"]
+    assert result["supportedVersions"] == ALL_VERSIONS
     assert "tools" in result["capabilities"]
     assert "mcp-session-id" not in response.headers
 
@@ -181,3 +181,13 @@ def test_health_readiness_and_openapi(dev_server: AnvilServer) -> None:
     assert ready.status_code == 200 and ready.json()["checks"] == {"store": "ok"}
     spec = httpx.get(f"{dev_server.url}/openapi.json").json()
     assert {"/api/ask", "/healthz", "/readyz", "/mcp"} <= set(spec["paths"])
+
+
+def test_a_browser_page_on_anvils_own_origin_is_accepted(dev_server: AnvilServer) -> None:
+    response = legacy(dev_server, "tools/list", Origin=dev_server.url)
+    assert response.status_code == 200
+
+
+def test_getting_a_prompt_is_invalid_params(dev_server: AnvilServer) -> None:
+    response = legacy(dev_server, "prompts/get", {"name": "anything"})
+    assert response.json()["error"]["code"] == -32602

@@ -212,8 +212,22 @@ def test_origin_patterns_include_the_public_origin() -> None:
         public_url="https://anvil.example.com/base/", allowed_origins=["http://localhost:3000"]
     )
 
-    assert settings.origin_patterns() == ["http://localhost:3000", "https://anvil.example.com"]
-    assert Settings().origin_patterns() == []
+    assert settings.origin_patterns() == [
+        "http://localhost:3000",
+        "http://127.0.0.1:8000",
+        "http://localhost:8000",
+        "http://[::1]:8000",
+        "https://anvil.example.com",
+    ]
+
+
+def test_only_a_loopback_bind_accepts_its_own_loopback_origin() -> None:
+    assert Settings(port=8123).origin_patterns() == [
+        "http://127.0.0.1:8123",
+        "http://localhost:8123",
+        "http://[::1]:8123",
+    ]
+    assert Settings(auth_mode="none", host="0.0.0.0").origin_patterns() == []
 
 
 def test_corpus_path_defaults_to_an_existing_docs_folder(tmp_path: Path) -> None:

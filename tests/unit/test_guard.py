@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
 from app.surface.guard import RequestGuard, matches
@@ -263,3 +264,18 @@ async def test_protocol_version_header_is_only_checked_on_mcp() -> None:
     async with client() as http:
         response = await http.post("/api/ask", content=b"{}", headers={"MCP-Protocol-Version": "2099-01-01"})
     assert response.status_code == 200
+
+
+async def test_header_values_reach_the_app_without_surrounding_whitespace() -> None:
+    seen: dict[str, str] = {}
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.update({k.decode(): v.decode() for k, v in scope["headers"]})
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    guard = RequestGuard(app, allowed_hosts=["*"], allowed_origins=[], max_body_bytes=1024)
+    transport = httpx.ASGITransport(app=guard)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
+        response = await client.post("/mcp", content=b"{}", headers={"Mcp-Name": "  ask \t"})
+    assert response.status_code == 200
+    assert seen["mcp-name"] == "ask"

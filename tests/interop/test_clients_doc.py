@@ -1,0 +1,184 @@
+"""docs/clients.md: its snippets run against a live server, and its JSON has the keys clients read."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support.anvil_server import AnvilServer, anvil_command
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DOC = (REPO_ROOT / "docs" / "clients.md").read_text(encoding="utf-8")
+LOCAL_MCP = "http://127.0.0.1:8000/mcp"
+RUN_TIMEOUT = 60
+
+
+def sections(markdown: str) -> dict[str, str]:
+    """The text under each `##`/`###` heading, keyed by the heading."""
+    parts = re.split(r"^#{2,3} (.+)$", markdown, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.M | re.S)
+
+
+SECTIONS = sections(DOC)
+
+
+def only_block(section: str, language: str) -> str:
+    found = blocks(SECTIONS[section], language)
+    assert len(found) == 1, f"{section}: expected one {language} block, found {len(found)}"
+    return found[0]
+
+
+def json_blocks(section: str) -> list[dict[str, Any]]:
+    return [json.loads(block) for block in blocks(SECTIONS[section], "json")]
+
+
+def local_shell(server: AnvilServer, script: str) -> subprocess.CompletedProcess[str]:
+    """Run a bash snippet from the page against `server` instead of 127.0.0.1:8000."""
+    script = script.replace("http://127.0.0.1:8000", server.url)
+    script = script.replace(".venv/bin/anvil", " ".join(anvil_command()))
+    # python3 (for infra/smoke.sh) is the interpreter running the tests.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "ANVIL_DATA_DIR": str(server.data_dir)}
+    env.pop("ANVIL_TOKEN", None)
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+
+
+def anvil_tools(server: AnvilServer) -> set[str]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Authorization": f"Bearer {server.token('docs')}", "Accept": "application/json"}
+    reply = httpx.post(server.mcp_url, json=body, headers=headers).json()
+    return {tool["name"] for tool in reply["result"]["tools"]}
+
+
+def test_every_json_snippet_is_checked_below() -> None:
+    assert len(blocks(DOC, "json")) == 5
+
+
+def test_vscode_configs_use_http_with_a_token_locally_and_none_with_entra() -> None:
+    local, entra = json_blocks("VS Code")
+    server = local["servers"]["anvil"]
+    assert server == {
+        "type": "http",
+        "url": LOCAL_MCP,
+        "headers": {"Authorization": "Bearer ${input:anvil-token}"},
+    }
+    [prompt] = local["inputs"]
+    assert prompt["id"] == "anvil-token" and prompt["type"] == "promptString" and prompt["password"] is True
+    assert entra == {"servers": {"anvil": {"type": "http", "url": "https://anvil.example.com/mcp"}}}
+
+
+def test_copilot_coding_agent_config_reads_a_copilot_secret_and_allows_real_tools(
+    signed_in_server: AnvilServer,
+) -> None:
+    [config] = json_blocks("Copilot coding agent")
+    server = config["mcpServers"]["anvil"]
+    assert server["type"] == "http" and server["url"] == "https://anvil.example.com/mcp"
+    secret = re.fullmatch(r"Bearer \$(COPILOT_MCP_\w+)", server["headers"]["Authorization"])
+    assert secret is not None and secret[1] in SECTIONS["Copilot coding agent"].replace("`", " ").split()
+    assert server["tools"] and set(server["tools"]) <= anvil_tools(signed_in_server)
+
+
+def test_copilot_cli_and_claude_code_configs_expand_the_token_from_the_environment() -> None:
+    [cli] = json_blocks("Copilot CLI")
+    [claude] = json_blocks("Claude Code")
+    expected = {"type": "http", "url": LOCAL_MCP, "headers": {"Authorization": "Bearer ${ANVIL_TOKEN}"}}
+    assert cli == {"mcpServers": {"anvil": {**expected, "tools": ["*"]}}}
+    assert claude == {"mcpServers": {"anvil": expected}}
+
+
+def test_the_claude_code_command_adds_an_http_server_with_the_header() -> None:
+    command = only_block("Claude Code", "bash")
+    assert (
+        f'claude mcp add --transport http anvil {LOCAL_MCP} --header "Authorization: Bearer $TOKEN"'
+        in command
+    )
+
+
+@pytest.mark.parametrize("block", blocks(DOC, "bash"))
+def test_bash_snippets_parse(block: str) -> None:
+    ran = subprocess.run(["bash", "-n", "-c", block], capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stderr
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto", "2026-07-28"])
+def test_the_python_example_holds_a_conversation_in_every_mode(
+    signed_in_server: AnvilServer, mode: str
+) -> None:
+    code = only_block("Python SDK", "python")
+    assert f'URL = "{LOCAL_MCP}"' in code and 'mode="auto"' in code
+    code = code.replace(LOCAL_MCP, signed_in_server.mcp_url).replace('mode="auto"', f'mode="{mode}"')
+    env = {**os.environ, "ANVIL_TOKEN": signed_in_server.token(f"docs-python-{mode}")}
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == [
+        "1 Echo: What is Anvil?",
+        "2 Echo: Where does it keep conversations? (turn 2; previous question: What is Anvil?)",
+    ]
+
+
+def test_the_typescript_example_runs_as_written(node: Path, signed_in_server: AnvilServer) -> None:
+    code = only_block("TypeScript SDK", "ts")
+    client = (REPO_ROOT / "tests" / "interop" / "ts-client" / "anvil-client.mts").read_text()
+    imports = [line for line in code.splitlines() if line.startswith("import ")]
+    assert imports and all(line in client for line in imports)
+    assert LOCAL_MCP in code
+    swapped = code.replace(LOCAL_MCP, signed_in_server.mcp_url)
+    ran = subprocess.run(
+        [str(node), "--experimental-strip-types", "--input-type=module-typescript", "--eval", swapped],
+        cwd=REPO_ROOT,  # resolves the SDK from the repository's node_modules
+        env={**os.environ, "ANVIL_TOKEN": signed_in_server.token("docs-ts")},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert "turn: 1" in ran.stdout and "conversationId: 'ts-demo'" in ran.stdout, ran.stdout
+
+
+def test_the_typescript_run_command_names_the_client(node: Path, signed_in_server: AnvilServer) -> None:
+    command = blocks(SECTIONS["TypeScript SDK"], "bash")[0]
+    ran = local_shell(signed_in_server, command.replace("node_modules/.bin/node", str(node)))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.strip().endswith("anvil-client: all checks passed")
+
+
+def test_the_curl_example_starts_a_conversation(signed_in_server: AnvilServer) -> None:
+    ran = local_shell(signed_in_server, only_block("curl", "bash"))
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout)["result"]
+    assert result["structuredContent"]["turn"] == 1
+    assert result["structuredContent"]["conversationId"] == "curl-demo"
+
+
+def test_the_smoke_example_passes_against_a_live_server(signed_in_server: AnvilServer) -> None:
+    command = only_block("Smoke-testing a server", "bash")
+    ran = local_shell(signed_in_server, command)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.splitlines()[-1].startswith("ok    conversation:")

@@ -1,0 +1,91 @@
+"""`infra/smoke.sh` against real servers, with sign-in on and off, and against nothing at all."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from support.anvil_server import AnvilServer, free_port
+
+SMOKE = Path(__file__).resolve().parents[2] / "infra" / "smoke.sh"
+RUN_TIMEOUT = 60
+
+
+def smoke(*args: str) -> subprocess.CompletedProcess[str]:
+    # python3 is the interpreter running the tests, so the script needs nothing else installed.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "SMOKE_TIMEOUT": "10"}
+    env.pop("ANVIL_TOKEN", None)
+    return subprocess.run(
+        ["bash", str(SMOKE), *args], capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env, check=False
+    )
+
+
+def verdicts(output: str) -> list[tuple[str, str]]:
+    """(status, check) for each check the script reported; indented lines show a response."""
+    lines = [line for line in output.splitlines() if not line.startswith(" ")]
+    return [(line[:6].strip(), line[6:].split(":", 1)[0]) for line in lines]
+
+
+def test_the_script_is_valid_bash() -> None:
+    ran = subprocess.run(["bash", "-n", str(SMOKE)], capture_output=True, text=True, check=False)
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_a_signed_in_server_passes_every_check(signed_in_server: AnvilServer) -> None:
+    ran = smoke(signed_in_server.url, signed_in_server.token("smoke-alice"))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert verdicts(ran.stdout) == [
+        ("ok", "health"),
+        ("ok", "ready"),
+        ("ok", "resource metadata"),
+        ("ok", "no token"),
+        ("ok", "2026-07-28 ask"),
+        ("ok", "legacy ask"),
+        ("ok", "conversation"),
+    ]
+    assert "turn 1 over 2026-07-28, turn 2 over 2025-11-25" in ran.stdout
+
+
+def test_a_server_with_sign_in_off_passes_without_a_token(open_server: AnvilServer) -> None:
+    ran = smoke(open_server.mcp_url)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert verdicts(ran.stdout) == [
+        ("ok", "health"),
+        ("ok", "ready"),
+        ("skip", "resource metadata"),
+        ("skip", "no token"),
+        ("ok", "2026-07-28 ask"),
+        ("ok", "legacy ask"),
+        ("ok", "conversation"),
+    ]
+    assert "sign-in is off on this server (404)" in ran.stdout
+
+
+def test_a_signed_in_server_without_a_token_fails_with_the_fix(signed_in_server: AnvilServer) -> None:
+    ran = smoke(signed_in_server.url)
+    assert ran.returncode == 1
+    last = ran.stdout.splitlines()[-1]
+    assert last.startswith("FAIL  no token: sign-in is on: pass an access token"), ran.stdout
+
+
+def test_a_bad_token_fails_the_first_mcp_call(signed_in_server: AnvilServer) -> None:
+    ran = smoke(signed_in_server.url, "not.a.token")
+    assert ran.returncode == 1
+    assert verdicts(ran.stdout)[-1] == ("FAIL", "2026-07-28 ask"), ran.stdout
+    assert "HTTP 401" in ran.stdout
+
+
+def test_nothing_listening_fails_at_once_with_a_clear_message() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    ran = smoke(url)
+    assert ran.returncode == 1
+    assert ran.stdout.startswith(f"FAIL  health: no answer from {url}/healthz: curl: (7)"), ran.stdout
+
+
+def test_usage_is_exit_2() -> None:
+    ran = smoke()
+    assert ran.returncode == 2
+    assert ran.stderr.startswith("usage: infra/smoke.sh URL [TOKEN]")
