@@ -1,0 +1,1 @@
+"""Security tests: Entra sign-in against a local issuer, bounds, and redaction."""
