@@ -219,6 +219,10 @@ class Settings(BaseSettings):
             raise ValueError(
                 "ANVIL_AUTH_MODE=entra needs ANVIL_ENTRA_CLIENT_ID, the API app's client id (a GUID)"
             )
+        if self.entra_app_role is not None and not re.fullmatch(r"[\w.:/-]{1,120}", self.entra_app_role):
+            raise ValueError("ANVIL_ENTRA_APP_ROLE must be one app role value, without spaces")
+        if any(not re.fullmatch(r"[\w.:/-]{1,120}", scope) for scope in self.entra_required_scopes):
+            raise ValueError("ANVIL_ENTRA_REQUIRED_SCOPES must list scope names without spaces")
         if not self.entra_required_scopes:
             raise ValueError("ANVIL_ENTRA_REQUIRED_SCOPES must name at least one delegated scope")
         parts = urlsplit(self.entra_authority)

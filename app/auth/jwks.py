@@ -123,8 +123,12 @@ class JwksKeySource:
         if key is None:
             await self._refresh()
             key = self._keys.get(kid)
+        if key is None and not self._keys:
+            # Nothing is known to be wrong with the token: Entra is out of reach. A 401 would send
+            # the client to sign in again for nothing; a 503 says to retry.
+            raise SigningKeysUnavailable(_NO_KEYS, retry_after=self._retry_interval())
         if key is None:
-            raise AuthError.invalid(_UNKNOWN_KEY if self._keys else _NO_KEYS)
+            raise AuthError.invalid(_UNKNOWN_KEY)
         return key
 
     async def ensure_loaded(self) -> None:

@@ -10,6 +10,7 @@ or a log line. The verified caller is left in `scope["state"]["principal"]` for 
 from __future__ import annotations
 
 import logging
+import math
 
 from starlette.datastructures import Headers
 from starlette.responses import Response
@@ -17,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.auth.errors import AuthError
 from app.auth.principal import Principal, Verifier
+from app.errors import Unavailable
 from app.runtime import RuntimeRef
 from app.surface.problem import problem_response
 
@@ -55,6 +57,10 @@ class BearerAuthMiddleware:
             state["principal"] = await self._verify(authorization, verifier)
         except AuthError as error:
             await self._refuse(error, token_sent=authorization is not None)(scope, receive, send)
+            return
+        except Unavailable as error:
+            retry = {"Retry-After": str(max(1, math.ceil(error.retry_after or 1)))}
+            await problem_response(503, error.message, kind=error.kind, headers=retry)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

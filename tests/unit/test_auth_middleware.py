@@ -14,9 +14,11 @@ from starlette.types import Receive, Scope, Send
 
 from app.auth.dev import DEV_SCOPE, DEV_TENANT_ID, DevIssuer, user_oid
 from app.auth.middleware import BearerAuthMiddleware, principal_of
+from app.auth.principal import Principal
 from app.config import Settings
 from app.conversations.lifecycle import ConversationService
 from app.conversations.service import AskService
+from app.errors import Unavailable
 from app.runtime import Runtime, RuntimeRef
 
 pytestmark = pytest.mark.anyio
@@ -250,3 +252,26 @@ async def test_without_a_verifier_every_caller_is_anonymous(tmp_path: Path) -> N
         assert response.status_code == 200
         assert response.json() == {"principal": None}
         assert "www-authenticate" not in response.headers
+
+
+class UnreachableKeys:
+    """A verifier whose key source cannot be reached (Entra down before any key was loaded)."""
+
+    async def verify(self, token: str) -> Principal:
+        raise Unavailable(
+            "The signing keys to check access tokens cannot be loaded right now.", retry_after=7.2
+        )
+
+
+async def test_a_key_source_outage_is_a_retryable_503_not_a_sign_in_prompt(tmp_path: Path) -> None:
+    ref = runtime_ref(None, tmp_path)
+    ref.get().verifier = UnreachableKeys()
+    app = BearerAuthMiddleware(principal_app, runtime=ref, resource_metadata_url=METADATA_URL)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
+    ) as client:
+        response = await client.post("/mcp", headers={"Authorization": "Bearer some.token.here"})
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "8"
+    assert "www-authenticate" not in response.headers
+    assert "cannot be loaded" in response.json()["detail"]
