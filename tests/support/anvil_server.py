@@ -69,19 +69,14 @@ def wait_until_ready(url: str, process: subprocess.Popen[bytes], log_path: Path)
     raise RuntimeError(f"anvil serve did not become ready in {START_TIMEOUT}s:\n{log_path.read_text()}")
 
 
-@contextmanager
-def run_anvil(data_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[AnvilServer]:
-    """Run `anvil serve` with `env` on top of a clean ANVIL_* environment."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
-    full_env = {
-        **base_env,
-        "ANVIL_DATA_DIR": str(data_dir),
-        "ANVIL_PORT": str(port),
-        "ANVIL_LOG_LEVEL": "warning",
-        **(env or {}),
-    }
+class PortTaken(RuntimeError):
+    """Another process took the free port between our probe and the server's bind."""
+
+
+def start_anvil(data_dir: Path, env: Mapping[str, str]) -> AnvilServer:
+    """Start one `anvil serve` on a free port and wait until it is ready (the caller reaps it)."""
+    port = int(env.get("ANVIL_PORT") or free_port())
+    full_env = {**env, "ANVIL_PORT": str(port)}
     log_path = data_dir / "server.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
@@ -90,11 +85,38 @@ def run_anvil(data_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_ready(url, process, log_path)
-        yield AnvilServer(url=url, data_dir=data_dir, log_path=log_path, process=process)
-    finally:
-        process.terminate()
+    except RuntimeError:
+        stop(process)
+        if "address already in use" in log_path.read_text(errors="replace"):
+            raise PortTaken(url) from None
+        raise
+    return AnvilServer(url=url, data_dir=data_dir, log_path=log_path, process=process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Terminate, then kill if it does not exit in time; always wait for it."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def run_anvil(data_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[AnvilServer]:
+    """Run `anvil serve` with `env` on top of a clean ANVIL_* environment."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
+    full_env = {**base_env, "ANVIL_DATA_DIR": str(data_dir), "ANVIL_LOG_LEVEL": "warning", **(env or {})}
+    for attempt in range(3):
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            server = start_anvil(data_dir, full_env)
+            break
+        except PortTaken:
+            if attempt == 2 or "ANVIL_PORT" in (env or {}):
+                raise
+    try:
+        yield server
+    finally:
+        stop(server.process)
