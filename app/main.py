@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -62,6 +63,22 @@ async def open_engine(settings: Settings) -> AnswerEngine:
     if not corpus.is_dir():
         raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of Markdown files")
     return await anyio.to_thread.run_sync(RetrievalEngine.build, corpus)
+
+
+#: Young-generation threshold: requests allocate many short-lived objects, and each collection
+#: walks them; the default (700) collects several times per request.
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def settle_heap() -> None:
+    """Keep start-up objects (modules, schemas, the index) out of every future collection.
+
+    They live as long as the process, so scanning them again and again only adds pauses: with
+    them frozen and fewer young collections, the p99 latency tail shrinks.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 class Anvil:
@@ -166,6 +183,7 @@ class Anvil:
             )
             stack.callback(self.runtime.set, None)
             await stack.enter_async_context(self.mcp.session_manager.run())
+            settle_heap()
             logger.info(
                 "Anvil ready: store=%s engine=%s auth=%s", settings.store, engine.name, settings.auth_mode
             )

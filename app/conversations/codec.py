@@ -63,11 +63,5 @@ def _turn_document(t: Turn) -> dict[str, Any]:
 
 
 def _turn_from_document(d: Mapping[str, Any]) -> Turn:
-    return Turn(
-        number=int(d["n"]),
-        question=d["q"],
-        answer=d["a"],
-        at=float(d["at"]),
-        client_request_id=d.get("rid"),
-        request_digest=d.get("digest"),
-    )
+    # Positional: this runs once per stored turn on every read, so it is worth keeping lean.
+    return Turn(int(d["n"]), d["q"], d["a"], float(d["at"]), d.get("rid"), d.get("digest"))

@@ -8,13 +8,14 @@ guarded by the stored version and expiry, so they stay atomic across processes a
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
+
+import pydantic_core
 
 from app.conversations.codec import from_document, to_document
 from app.conversations.cursor import decode_cursor, encode_cursor
@@ -113,7 +114,7 @@ class SqliteStore:
             return None if row is None else str(row[0])
 
         document = await self._run(work)
-        return None if document is None else from_document(json.loads(document))
+        return None if document is None else from_document(pydantic_core.from_json(document))
 
     async def create(self, conversation: Conversation) -> None:
         """Store a new conversation; `VersionConflict` if a live one already has its key."""
@@ -243,4 +244,6 @@ def _purge(db: sqlite3.Connection, now: float) -> None:
 
 
 def _dumps(c: Conversation) -> str:
-    return json.dumps(to_document(c), separators=(",", ":"), ensure_ascii=False)
+    # pydantic-core's encoder is several times faster than the json module's on these documents,
+    # and a turn writes the whole conversation.
+    return pydantic_core.to_json(to_document(c)).decode()
