@@ -9,6 +9,7 @@ the dev key exist already (as after a scale-to-zero restart); each run starts a 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -25,7 +26,8 @@ from run import ANVIL, anvil_token  # noqa: E402
 
 def one_start(data_dir: Path, token: str) -> float:
     port = free_port()
-    env = {"ANVIL_DATA_DIR": str(data_dir), "ANVIL_PORT": str(port), "ANVIL_LOG_LEVEL": "warning", "PATH": ""}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
+    env.update({"ANVIL_DATA_DIR": str(data_dir), "ANVIL_PORT": str(port), "ANVIL_LOG_LEVEL": "warning"})
     started = time.perf_counter()
     process = subprocess.Popen(
         pinned(1, [ANVIL, "serve"]), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

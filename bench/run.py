@@ -64,6 +64,7 @@ CASES = [
     ("B bare SDK 2026-07-28", "B", "modern", 0),
     ("B bare SDK legacy", "B", "legacy", 0),
     ("C Anvil 2026-07-28", "C", "modern", 64),
+    ("C Anvil one-shot", "C", "modern", 0),
     ("C Anvil legacy", "C", "legacy", 64),
     ("D Anvil retrieval", "D", "modern", 64),
 ]
@@ -125,6 +126,7 @@ def report(results: dict[str, list[LoadResult]]) -> None:
     print("\nCPU per call, median of per-round ratios (target in brackets):")
     print(f"  C / B, 2026-07-28 flow      : {ratio('C Anvil 2026-07-28', 'B bare SDK 2026-07-28'):.2f}x  [<= 1.0]")
     print(f"  C / B, legacy flow          : {ratio('C Anvil legacy', 'B bare SDK legacy'):.2f}x  [<= 1.0]")
+    print(f"  C one-shot / B, 2026-07-28  : {ratio('C Anvil one-shot', 'B bare SDK 2026-07-28'):.2f}x")
     print(f"  C (2026-07-28) / A raw ASGI : {ratio('C Anvil 2026-07-28', 'A raw ASGI echo'):.2f}x")
     print(f"  C legacy / C 2026-07-28     : {ratio('C Anvil legacy', 'C Anvil 2026-07-28'):.2f}x  [<= 1.3]")
     print(f"  D retrieval / C echo        : {ratio('D Anvil retrieval', 'C Anvil 2026-07-28'):.2f}x")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -85,6 +86,8 @@ class _Bm25Index:
         # Imported here: bm25s pulls in numpy and scipy, which is start-up work, not import work.
         import bm25s
 
+        # bm25s pins its logger at DEBUG on import; let it follow the level Anvil is configured with.
+        logging.getLogger("bm25s").setLevel(logging.NOTSET)
         retriever = bm25s.BM25()
         retriever.index(documents, show_progress=False)
         self._vocabulary: dict[str, int] = dict(retriever.vocab_dict)

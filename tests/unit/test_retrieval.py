@@ -228,3 +228,12 @@ async def test_finds_a_planted_passage_among_two_thousand() -> None:
 
     assert engine.passage_count == 2001
     assert (results[0].source, results[0].heading) == ("generated/planted.md", "Heliotrope")
+
+
+def test_building_the_index_leaves_bm25s_logging_to_the_configured_level(tmp_path: Path) -> None:
+    import logging
+
+    (tmp_path / "a.md").write_text("# Title\n\nSome text about storage.\n")
+    RetrievalEngine.build(tmp_path)
+    # bm25s sets its own logger to DEBUG when imported, which would print debug lines at INFO.
+    assert logging.getLogger("bm25s").level == logging.NOTSET
