@@ -87,14 +87,14 @@ def test_vscode_configs_use_http_with_a_token_locally_and_none_with_entra() -> N
 
 
 def test_copilot_coding_agent_config_reads_a_copilot_secret_and_allows_real_tools(
-    signed_in_server: AnvilServer,
+    dev_server: AnvilServer,
 ) -> None:
     [config] = json_blocks("Copilot coding agent")
     server = config["mcpServers"]["anvil"]
     assert server["type"] == "http" and server["url"] == "https://anvil.example.com/mcp"
     secret = re.fullmatch(r"Bearer \$(COPILOT_MCP_\w+)", server["headers"]["Authorization"])
     assert secret is not None and secret[1] in SECTIONS["Copilot coding agent"].replace("`", " ").split()
-    assert server["tools"] and set(server["tools"]) <= anvil_tools(signed_in_server)
+    assert server["tools"] and set(server["tools"]) <= anvil_tools(dev_server)
 
 
 def test_copilot_cli_and_claude_code_configs_expand_the_token_from_the_environment() -> None:
@@ -120,13 +120,11 @@ def test_bash_snippets_parse(block: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto", "2026-07-28"])
-def test_the_python_example_holds_a_conversation_in_every_mode(
-    signed_in_server: AnvilServer, mode: str
-) -> None:
+def test_the_python_example_holds_a_conversation_in_every_mode(dev_server: AnvilServer, mode: str) -> None:
     code = only_block("Python SDK", "python")
     assert f'URL = "{LOCAL_MCP}"' in code and 'mode="auto"' in code
-    code = code.replace(LOCAL_MCP, signed_in_server.mcp_url).replace('mode="auto"', f'mode="{mode}"')
-    env = {**os.environ, "ANVIL_TOKEN": signed_in_server.token(f"docs-python-{mode}")}
+    code = code.replace(LOCAL_MCP, dev_server.mcp_url).replace('mode="auto"', f'mode="{mode}"')
+    env = {**os.environ, "ANVIL_TOKEN": dev_server.token(f"docs-python-{mode}")}
     ran = subprocess.run(
         [sys.executable, "-c", code],
         env=env,
@@ -142,17 +140,17 @@ def test_the_python_example_holds_a_conversation_in_every_mode(
     ]
 
 
-def test_the_typescript_example_runs_as_written(node: Path, signed_in_server: AnvilServer) -> None:
+def test_the_typescript_example_runs_as_written(node: Path, dev_server: AnvilServer) -> None:
     code = only_block("TypeScript SDK", "ts")
     client = (REPO_ROOT / "tests" / "interop" / "ts-client" / "anvil-client.mts").read_text()
     imports = [line for line in code.splitlines() if line.startswith("import ")]
     assert imports and all(line in client for line in imports)
     assert LOCAL_MCP in code
-    swapped = code.replace(LOCAL_MCP, signed_in_server.mcp_url)
+    swapped = code.replace(LOCAL_MCP, dev_server.mcp_url)
     ran = subprocess.run(
         [str(node), "--experimental-strip-types", "--input-type=module-typescript", "--eval", swapped],
         cwd=REPO_ROOT,  # resolves the SDK from the repository's node_modules
-        env={**os.environ, "ANVIL_TOKEN": signed_in_server.token("docs-ts")},
+        env={**os.environ, "ANVIL_TOKEN": dev_server.token("docs-ts")},
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,
@@ -162,23 +160,23 @@ def test_the_typescript_example_runs_as_written(node: Path, signed_in_server: An
     assert "turn: 1" in ran.stdout and "conversationId: 'ts-demo'" in ran.stdout, ran.stdout
 
 
-def test_the_typescript_run_command_names_the_client(node: Path, signed_in_server: AnvilServer) -> None:
+def test_the_typescript_run_command_names_the_client(node: Path, dev_server: AnvilServer) -> None:
     command = blocks(SECTIONS["TypeScript SDK"], "bash")[0]
-    ran = local_shell(signed_in_server, command.replace("node_modules/.bin/node", str(node)))
+    ran = local_shell(dev_server, command.replace("node_modules/.bin/node", str(node)))
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.strip().endswith("anvil-client: all checks passed")
 
 
-def test_the_curl_example_starts_a_conversation(signed_in_server: AnvilServer) -> None:
-    ran = local_shell(signed_in_server, only_block("curl", "bash"))
+def test_the_curl_example_starts_a_conversation(dev_server: AnvilServer) -> None:
+    ran = local_shell(dev_server, only_block("curl", "bash"))
     assert ran.returncode == 0, ran.stderr
     result = json.loads(ran.stdout)["result"]
     assert result["structuredContent"]["turn"] == 1
     assert result["structuredContent"]["conversationId"] == "curl-demo"
 
 
-def test_the_smoke_example_passes_against_a_live_server(signed_in_server: AnvilServer) -> None:
+def test_the_smoke_example_passes_against_a_live_server(dev_server: AnvilServer) -> None:
     command = only_block("Smoke-testing a server", "bash")
-    ran = local_shell(signed_in_server, command)
+    ran = local_shell(dev_server, command)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.splitlines()[-1].startswith("ok    conversation:")

@@ -39,7 +39,7 @@ def failing_checks(results: Path) -> list[str]:
 
 @pytest.mark.parametrize("revision", ["2025-11-25", "2026-07-28"])
 def test_the_conformance_suite_passes_but_for_listed_failures(
-    node: Path, open_server: AnvilServer, revision: str, tmp_path: Path
+    node: Path, anon_server: AnvilServer, revision: str, tmp_path: Path
 ) -> None:
     results = tmp_path / "results"
     command = [
@@ -47,7 +47,7 @@ def test_the_conformance_suite_passes_but_for_listed_failures(
         str(CONFORMANCE),
         "server",
         "--url",
-        open_server.mcp_url,
+        anon_server.mcp_url,
         "--suite",
         "all",
         "--spec-version",

@@ -34,8 +34,8 @@ def test_the_script_is_valid_bash() -> None:
     assert ran.returncode == 0, ran.stderr
 
 
-def test_a_signed_in_server_passes_every_check(signed_in_server: AnvilServer) -> None:
-    ran = smoke(signed_in_server.url, signed_in_server.token("smoke-alice"))
+def test_a_signed_in_server_passes_every_check(dev_server: AnvilServer) -> None:
+    ran = smoke(dev_server.url, dev_server.token("smoke-alice"))
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert verdicts(ran.stdout) == [
         ("ok", "health"),
@@ -49,8 +49,8 @@ def test_a_signed_in_server_passes_every_check(signed_in_server: AnvilServer) ->
     assert "turn 1 over 2026-07-28, turn 2 over 2025-11-25" in ran.stdout
 
 
-def test_a_server_with_sign_in_off_passes_without_a_token(open_server: AnvilServer) -> None:
-    ran = smoke(open_server.mcp_url)
+def test_a_server_with_sign_in_off_passes_without_a_token(anon_server: AnvilServer) -> None:
+    ran = smoke(anon_server.mcp_url)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert verdicts(ran.stdout) == [
         ("ok", "health"),
@@ -64,15 +64,15 @@ def test_a_server_with_sign_in_off_passes_without_a_token(open_server: AnvilServ
     assert "sign-in is off on this server (404)" in ran.stdout
 
 
-def test_a_signed_in_server_without_a_token_fails_with_the_fix(signed_in_server: AnvilServer) -> None:
-    ran = smoke(signed_in_server.url)
+def test_a_signed_in_server_without_a_token_fails_with_the_fix(dev_server: AnvilServer) -> None:
+    ran = smoke(dev_server.url)
     assert ran.returncode == 1
     last = ran.stdout.splitlines()[-1]
     assert last.startswith("FAIL  no token: sign-in is on: pass an access token"), ran.stdout
 
 
-def test_a_bad_token_fails_the_first_mcp_call(signed_in_server: AnvilServer) -> None:
-    ran = smoke(signed_in_server.url, "not.a.token")
+def test_a_bad_token_fails_the_first_mcp_call(dev_server: AnvilServer) -> None:
+    ran = smoke(dev_server.url, "not.a.token")
     assert ran.returncode == 1
     assert verdicts(ran.stdout)[-1] == ("FAIL", "2026-07-28 ask"), ran.stdout
     assert "HTTP 401" in ran.stdout

@@ -38,8 +38,8 @@ def run_client(node: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_typescript_client_holds_a_conversation(node: Path, signed_in_server: AnvilServer) -> None:
-    ran = run_client(node, signed_in_server.mcp_url, signed_in_server.token("ts-alice"))
+def test_the_typescript_client_holds_a_conversation(node: Path, dev_server: AnvilServer) -> None:
+    ran = run_client(node, dev_server.mcp_url, dev_server.token("ts-alice"))
     assert ran.returncode == 0, f"{ran.stdout}\n{ran.stderr}"
     lines = ran.stdout.splitlines()
     assert len(lines) == len(PASSING_RUN), ran.stdout
@@ -47,10 +47,8 @@ def test_the_typescript_client_holds_a_conversation(node: Path, signed_in_server
         assert re.fullmatch(pattern, line), f"{line!r} does not match {pattern!r}"
 
 
-def test_the_typescript_client_fails_clearly_without_a_token(
-    node: Path, signed_in_server: AnvilServer
-) -> None:
-    ran = run_client(node, signed_in_server.mcp_url)
+def test_the_typescript_client_fails_clearly_without_a_token(node: Path, dev_server: AnvilServer) -> None:
+    ran = run_client(node, dev_server.mcp_url)
     assert ran.returncode == 1, ran.stdout
     assert ran.stderr.startswith("anvil-client: FAILED:"), ran.stderr
     assert "Sign-in required" in ran.stderr
