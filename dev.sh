@@ -52,8 +52,8 @@ case "${1:-}" in
     ensure_node_tools
     export PATH="$PWD/$VENV/bin:$PATH"
     echo "== ruff"
-    ruff check app tests
-    ruff format --check app tests
+    ruff check app tests bench
+    ruff format --check app tests bench
     echo "== mypy (strict)"
     mypy
     echo "== pytest"

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import ROOT, free_port, pinned, post  # noqa: E402
-from run import ANVIL, anvil_token  # noqa: E402
+from harness import ROOT, free_port, pinned, post
+from run import ANVIL, anvil_token
 
 
 def one_start(data_dir: Path, token: str) -> float:
@@ -40,7 +40,9 @@ def one_start(data_dir: Path, token: str) -> float:
                 return time.perf_counter() - started
             except (urllib.error.URLError, ConnectionError, OSError):
                 if process.poll() is not None:
-                    raise RuntimeError(process.stderr.read().decode() if process.stderr else "exited") from None
+                    raise RuntimeError(
+                        process.stderr.read().decode() if process.stderr else "exited"
+                    ) from None
                 time.sleep(0.002)  # connection poll interval
     finally:
         process.terminate()
@@ -48,7 +50,9 @@ def one_start(data_dir: Path, token: str) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="anvil-cold-") as scratch:
@@ -56,8 +60,10 @@ def main() -> int:
         token = anvil_token(data_dir)
         one_start(data_dir, token)  # first run warms the OS file cache and writes bytecode
         times = [one_start(data_dir, token) for _ in range(args.runs)]
-    print(f"cold start, exec to first answered ask: median {statistics.median(times):.2f} s "
-          f"(min {min(times):.2f}, max {max(times):.2f}, {args.runs} runs)  [target <= 1.2 s]")
+    print(
+        f"cold start, exec to first answered ask: median {statistics.median(times):.2f} s "
+        f"(min {min(times):.2f}, max {max(times):.2f}, {args.runs} runs)  [target <= 1.2 s]"
+    )
     return 0
 
 

@@ -20,7 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LOAD_SCRIPT = Path(__file__).with_name("load.lua")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 def free_port() -> int:
@@ -89,7 +92,13 @@ class Server:
 
 @contextmanager
 def serve(
-    name: str, argv: list[str], env: Mapping[str, str], port: int, *, token: str | None = None, core: int | None = 1
+    name: str,
+    argv: list[str],
+    env: Mapping[str, str],
+    port: int,
+    *,
+    token: str | None = None,
+    core: int | None = 1,
 ) -> Iterator[Server]:
     """Run a server and wait until it answers a tools/call; always stop it."""
     url = f"http://127.0.0.1:{port}/mcp"
@@ -100,7 +109,9 @@ def serve(
         deadline = time.monotonic() + 60
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"{name} exited: {process.stderr.read().decode() if process.stderr else ''}")
+                raise RuntimeError(
+                    f"{name} exited: {process.stderr.read().decode() if process.stderr else ''}"
+                )
             try:
                 post(url, "legacy", token)
                 break
@@ -150,7 +161,16 @@ def drive(
 ) -> LoadResult:
     """Run wrk against `server` and measure the server's CPU over exactly that run."""
     env = {**os.environ, "BENCH_FLOW": flow, "BENCH_TOKEN": server.token or "", "BENCH_IDS": str(ids)}
-    argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency", "-s", str(LOAD_SCRIPT), server.url]
+    argv = [
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{max(1, round(seconds))}s",
+        "--latency",
+        "-s",
+        str(LOAD_SCRIPT),
+        server.url,
+    ]
     before = cpu_seconds(server.pid)
     ran = subprocess.run(pinned(core, argv), env=env, capture_output=True, text=True, check=True)
     cpu = cpu_seconds(server.pid) - before

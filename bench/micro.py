@@ -19,12 +19,50 @@ from app.answers.retrieval import RetrievalEngine
 from app.auth.dev import DevIssuer
 
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = (
-    "conversation store cosmos sqlite token entra tenant scope answer question history turn expiry "
-    "partition request unit retry throttle replica container index passage heading corpus engine "
-    "protocol session header origin host metadata resource client server deploy terraform image"
-).split()
-QUERIES = ["How long does a conversation live?", "What is the partition key?", "How do I sign in from VS Code?"]
+WORDS = [
+    "conversation",
+    "store",
+    "cosmos",
+    "sqlite",
+    "token",
+    "entra",
+    "tenant",
+    "scope",
+    "answer",
+    "question",
+    "history",
+    "turn",
+    "expiry",
+    "partition",
+    "request",
+    "unit",
+    "retry",
+    "throttle",
+    "replica",
+    "container",
+    "index",
+    "passage",
+    "heading",
+    "corpus",
+    "engine",
+    "protocol",
+    "session",
+    "header",
+    "origin",
+    "host",
+    "metadata",
+    "resource",
+    "client",
+    "server",
+    "deploy",
+    "terraform",
+    "image",
+]
+QUERIES = [
+    "How long does a conversation live?",
+    "What is the partition key?",
+    "How do I sign in from VS Code?",
+]
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:
@@ -50,15 +88,19 @@ def retrieval() -> None:
     engine = RetrievalEngine.build(ROOT / "docs")
     query = timed(lambda: asyncio.run(engine.search(QUERIES[0], 5)), 50)
     answer = timed(lambda: asyncio.run(engine.answer(QUERIES[1], ())), 50)
-    print(f"bundled docs: {engine.passage_count} passages, index build {build * 1e3:.1f} ms, "
-          f"search {query * 1e3:.2f} ms, answer {answer * 1e3:.2f} ms")
+    print(
+        f"bundled docs: {engine.passage_count} passages, index build {build * 1e3:.1f} ms, "
+        f"search {query * 1e3:.2f} ms, answer {answer * 1e3:.2f} ms"
+    )
     passages = generated_corpus(10_000)
     build = timed(lambda: RetrievalEngine.from_passages(passages), 3)
     big = RetrievalEngine.from_passages(passages)
     query = timed(lambda: asyncio.run(big.search(QUERIES[0], 5)), 20)
     answer = timed(lambda: asyncio.run(big.answer(QUERIES[2], ())), 20)
-    print(f"generated corpus: {big.passage_count} passages, index build {build * 1e3:.0f} ms, "
-          f"search {query * 1e3:.2f} ms, answer {answer * 1e3:.2f} ms")
+    print(
+        f"generated corpus: {big.passage_count} passages, index build {build * 1e3:.0f} ms, "
+        f"search {query * 1e3:.2f} ms, answer {answer * 1e3:.2f} ms"
+    )
 
 
 def verification() -> None:
@@ -80,8 +122,10 @@ def verification() -> None:
             return miss, hit
 
         miss, hit = asyncio.run(measure())
-    print(f"token verification: cache miss {miss * 1e6:.0f} µs, cache hit {hit * 1e6:.1f} µs "
-          f"({miss / hit:.0f}x), token {len(tokens[0])} bytes")
+    print(
+        f"token verification: cache miss {miss * 1e6:.0f} µs, cache hit {hit * 1e6:.1f} µs "
+        f"({miss / hit:.0f}x), token {len(tokens[0])} bytes"
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import ROOT, LoadResult, Server, drive, free_port, serve  # noqa: E402
+from harness import ROOT, LoadResult, Server, drive, free_port, serve
 
 PYTHON = sys.executable
 ANVIL = str(Path(PYTHON).with_name("anvil"))
@@ -32,7 +32,9 @@ UVICORN = [PYTHON, "-m", "uvicorn", "--log-level", "warning", "--no-access-log"]
 
 def anvil_token(data_dir: Path) -> str:
     env = {"ANVIL_DATA_DIR": str(data_dir)}
-    ran = subprocess.run([ANVIL, "token", "--user", "bench"], env=env, capture_output=True, text=True, check=True)
+    ran = subprocess.run(
+        [ANVIL, "token", "--user", "bench"], env=env, capture_output=True, text=True, check=True
+    )
     return ran.stdout.strip()
 
 
@@ -54,7 +56,9 @@ def anvil(name: str, engine: str, data_dir: Path) -> Iterator[Server]:
 @contextmanager
 def uvicorn_app(name: str, target: str) -> Iterator[Server]:
     port = free_port()
-    with serve(name, [*UVICORN, "--port", str(port), target], {"PYTHONPATH": str(ROOT / "bench")}, port) as server:
+    with serve(
+        name, [*UVICORN, "--port", str(port), target], {"PYTHONPATH": str(ROOT / "bench")}, port
+    ) as server:
         yield server
 
 
@@ -71,7 +75,9 @@ CASES = [
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--warmup", type=float, default=1.0)
@@ -95,7 +101,9 @@ def main() -> int:
                     else:
                         server = servers[key]
                     drive(server, flow=flow, ids=ids, seconds=args.warmup, connections=args.connections)
-                    result = drive(server, flow=flow, ids=ids, seconds=args.seconds, connections=args.connections)
+                    result = drive(
+                        server, flow=flow, ids=ids, seconds=args.seconds, connections=args.connections
+                    )
                 if result.errors:
                     print(f"  ! {label}: {result.errors} non-2xx responses", file=sys.stderr)
                 results[label].append(result)
@@ -110,26 +118,33 @@ def median(values: list[float]) -> float:
 
 
 def report(results: dict[str, list[LoadResult]]) -> None:
-    print(f"\n{'server':<24}{'CPU µs/call':>12}{'calls/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'p99/p50':>9}{'RSS MiB':>9}")
+    columns = ("CPU µs/call", "calls/s", "p50 ms", "p99 ms", "p99/p50", "RSS MiB")
+    print("\n" + f"{'server':<26}" + "".join(f"{c:>12}" for c in columns))
     for label, runs in results.items():
-        print(
-            f"{label:<24}{median([r.cpu_us_per_call for r in runs]):>12.0f}"
-            f"{median([r.calls_per_second for r in runs]):>10.0f}"
-            f"{median([r.p50_ms for r in runs]):>9.2f}{median([r.p99_ms for r in runs]):>9.2f}"
-            f"{median([r.p99_ms / r.p50_ms if r.p50_ms else float('nan') for r in runs]):>9.2f}{max(r.rss_mib for r in runs):>9.1f}"
+        figures = (
+            f"{median([r.cpu_us_per_call for r in runs]):.0f}",
+            f"{median([r.calls_per_second for r in runs]):.0f}",
+            f"{median([r.p50_ms for r in runs]):.2f}",
+            f"{median([r.p99_ms for r in runs]):.2f}",
+            f"{median([r.p99_ms / r.p50_ms if r.p50_ms else float('nan') for r in runs]):.2f}",
+            f"{max(r.rss_mib for r in runs):.1f}",
         )
+        print(f"{label:<26}" + "".join(f"{f:>12}" for f in figures))
 
     def ratio(numerator: str, denominator: str) -> float:
         pairs = zip(results[numerator], results[denominator], strict=True)
         return median([a.cpu_us_per_call / b.cpu_us_per_call for a, b in pairs])
 
     print("\nCPU per call, median of per-round ratios (target in brackets):")
-    print(f"  C / B, 2026-07-28 flow      : {ratio('C Anvil 2026-07-28', 'B bare SDK 2026-07-28'):.2f}x  [<= 1.0]")
-    print(f"  C / B, legacy flow          : {ratio('C Anvil legacy', 'B bare SDK legacy'):.2f}x  [<= 1.0]")
-    print(f"  C one-shot / B, 2026-07-28  : {ratio('C Anvil one-shot', 'B bare SDK 2026-07-28'):.2f}x")
-    print(f"  C (2026-07-28) / A raw ASGI : {ratio('C Anvil 2026-07-28', 'A raw ASGI echo'):.2f}x")
-    print(f"  C legacy / C 2026-07-28     : {ratio('C Anvil legacy', 'C Anvil 2026-07-28'):.2f}x  [<= 1.3]")
-    print(f"  D retrieval / C echo        : {ratio('D Anvil retrieval', 'C Anvil 2026-07-28'):.2f}x")
+    for text, numerator, denominator, target in (
+        ("C / B, 2026-07-28 flow", "C Anvil 2026-07-28", "B bare SDK 2026-07-28", "  [<= 1.0]"),
+        ("C / B, legacy flow", "C Anvil legacy", "B bare SDK legacy", "  [<= 1.0]"),
+        ("C one-shot / B, 2026-07-28", "C Anvil one-shot", "B bare SDK 2026-07-28", ""),
+        ("C (2026-07-28) / A raw ASGI", "C Anvil 2026-07-28", "A raw ASGI echo", ""),
+        ("C legacy / C 2026-07-28", "C Anvil legacy", "C Anvil 2026-07-28", "  [<= 1.3]"),
+        ("D retrieval / C echo", "D Anvil retrieval", "C Anvil 2026-07-28", ""),
+    ):
+        print(f"  {text:<28}: {ratio(numerator, denominator):.2f}x{target}")
 
 
 if __name__ == "__main__":

@@ -12,20 +12,24 @@ import argparse
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import drive, rss_mib  # noqa: E402
-from run import anvil  # noqa: E402
+from harness import drive, rss_mib
+from run import anvil
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=int, default=60)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="anvil-soak-") as scratch, anvil("C", "echo", Path(scratch)) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="anvil-soak-") as scratch,
+        anvil("C", "echo", Path(scratch)) as server,
+    ):
         drive(server, flow="modern", ids=64, seconds=5)  # warm-up: caches, conversations, pools
         samples = [rss_mib(server.pid)]
         done = threading.Event()
@@ -42,8 +46,10 @@ def main() -> int:
     run = result["run"]
     growth = 100 * (samples[-1] - samples[0]) / samples[0]
     print(f"RSS MiB every 10 s: {' '.join(f'{s:.1f}' for s in samples)}")
-    print(f"soak {args.seconds} s, {run.requests} calls ({run.calls_per_second:.0f}/s, {run.errors} errors): "
-          f"RSS growth {growth:+.1f} %  [target <= 10 %]")
+    print(
+        f"soak {args.seconds} s, {run.requests} calls ({run.calls_per_second:.0f}/s, {run.errors} errors): "
+        f"RSS growth {growth:+.1f} %  [target <= 10 %]"
+    )
     return 0
 
 

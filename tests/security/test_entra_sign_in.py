@@ -150,3 +150,28 @@ def test_an_overlong_question_is_a_tool_error_and_stores_nothing(
     assert "the limit is 8000" in result["content"][0]["text"]
     assert rest.status_code == 400
     assert rows_for(server.data_dir, conversation_id) == 0
+
+
+def test_another_users_conversation_cannot_be_read_listed_or_deleted(
+    server: AnvilServer, issuer: EntraIssuer
+) -> None:
+    alice = issuer.mint_v2(oid=new_id(""), tid=TENANT)
+    bob = issuer.mint_v2(oid=new_id(""), tid=TENANT)
+    mine, never = new_id("alices"), new_id("never")
+    tool_result(ask_mcp(server, alice, "alice's private question", mine))
+    base = f"{server.url}/api/conversations"
+
+    read = httpx.get(f"{base}/{mine}", headers=bearer(bob))
+    missing = httpx.get(f"{base}/{never}", headers=bearer(bob))
+    listed = httpx.get(base, headers=bearer(bob))
+    deleted = httpx.delete(f"{base}/{mine}", headers=bearer(bob))
+    deleted_all = httpx.delete(base, headers=bearer(bob))
+    over_mcp = tool_result(mcp_call(server, "get_conversation", {"conversationId": mine}, bearer(bob)))
+
+    assert read.status_code == missing.status_code == 404
+    assert read.json()["detail"].replace(mine, "X") == missing.json()["detail"].replace(never, "X")
+    assert mine not in listed.text
+    assert deleted.json() == {"deleted": False} and deleted_all.json() == {"deleted": 0}
+    assert over_mcp["isError"] is True and "not found" in over_mcp["content"][0]["text"]
+    still = httpx.get(f"{base}/{mine}", headers=bearer(alice)).json()
+    assert [t["question"] for t in still["turns"]] == ["alice's private question"]
