@@ -133,7 +133,8 @@ class AskService:
         return AskResult(answer.text, None, note, False, None, False, answer.sources)
 
     async def _continue(self, principal: Principal, request: AskRequest, conversation_id: str) -> AskResult:
-        digest = _request_digest(request)
+        # Only a retry key needs a digest of the arguments it must repeat.
+        digest = _request_digest(request) if request.client_request_id is not None else None
         answer_text: str | None = None
         sources: tuple[Passage, ...] = ()
         answered_at_version = -1
@@ -175,7 +176,7 @@ class AskService:
                 answer=answer_text,
                 at=now,
                 client_request_id=request.client_request_id,
-                request_digest=digest if request.client_request_id else None,
+                request_digest=digest,
             )
             updated = base.with_turn(
                 turn,
@@ -226,7 +227,7 @@ def _request_digest(request: AskRequest) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
-def _find_receipt(stored: Conversation, request: AskRequest, digest: str) -> AskResult | None:
+def _find_receipt(stored: Conversation, request: AskRequest, digest: str | None) -> AskResult | None:
     """The earlier result of this `clientRequestId`, or None; refuses a key reused with other arguments."""
     if request.client_request_id is None:
         return None
