@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +28,9 @@ _T = TypeVar("_T")
 
 #: Seconds a statement waits for another process's write lock before giving up.
 BUSY_TIMEOUT = 5.0
+#: Conversations kept decoded per process: a turn on a conversation whose stored version this
+#: process already holds skips decoding the document (the read still asks the database).
+DECODED_CACHE_SIZE = 1024
 #: How often (seconds) a write also deletes every expired row, so the file does not grow forever.
 PURGE_INTERVAL = 600.0
 
@@ -56,6 +60,11 @@ ON CONFLICT (key) DO UPDATE SET
     expires_at = excluded.expires_at,
     document = excluded.document
 WHERE conversations.expires_at <= ?
+"""
+
+_GET = """
+SELECT CASE WHEN version = ? AND updated_at = ? THEN NULL ELSE document END
+FROM conversations WHERE key = ? AND expires_at > ?
 """
 
 _REPLACE = """
@@ -91,6 +100,8 @@ class SqliteStore:
         self._clock = clock
         self._next_purge = 0.0
         self._closed = False
+        # Values are frozen, and a row whose version and updated_at match holds the same document.
+        self._decoded: OrderedDict[str, Conversation] = OrderedDict()
 
     @classmethod
     async def open(cls, path: Path, clock: Callable[[], float] = time.time) -> SqliteStore:
@@ -106,15 +117,22 @@ class SqliteStore:
     async def get(self, oid: str, conversation_id: str) -> Conversation | None:
         """The live conversation under this key, or None when missing or expired."""
         key, now = conversation_key(oid, conversation_id), self._clock()
+        known = self._decoded.get(key)
+        version, updated_at = (known.version, known.updated_at) if known else (-1, -1.0)
 
-        def work(db: sqlite3.Connection) -> str | None:
-            row = db.execute(
-                "SELECT document FROM conversations WHERE key = ? AND expires_at > ?", (key, now)
-            ).fetchone()
-            return None if row is None else str(row[0])
+        def work(db: sqlite3.Connection) -> tuple[bool, str | None]:
+            # The document comes back only when it differs from the decoded one this process holds.
+            row = db.execute(_GET, (version, updated_at, key, now)).fetchone()
+            return (False, None) if row is None else (True, row[0])
 
-        document = await self._run(work)
-        return None if document is None else from_document(pydantic_core.from_json(document))
+        found, document = await self._run(work)
+        if not found:
+            self._decoded.pop(key, None)
+            return None
+        if document is None and known is not None:
+            self._decoded.move_to_end(key)
+            return known
+        return self._remember(from_document(pydantic_core.from_json(str(document))))
 
     async def create(self, conversation: Conversation) -> None:
         """Store a new conversation; `VersionConflict` if a live one already has its key."""
@@ -129,6 +147,7 @@ class SqliteStore:
 
         if await self._run(work) == 0:
             raise VersionConflict(c.key)
+        self._remember(c)
 
     async def replace(self, conversation: Conversation, expected_version: int) -> None:
         """Overwrite the stored conversation if its version is still `expected_version`."""
@@ -143,10 +162,12 @@ class SqliteStore:
 
         if await self._run(work) == 0:
             raise VersionConflict(c.key)
+        self._remember(c)
 
     async def delete(self, oid: str, conversation_id: str) -> bool:
         """Remove a conversation; True if a live one was removed (an expired one goes silently)."""
         key, now = conversation_key(oid, conversation_id), self._clock()
+        self._decoded.pop(key, None)
 
         def work(db: sqlite3.Connection) -> bool:
             row = db.execute(
@@ -213,6 +234,13 @@ class SqliteStore:
             raise Unavailable(
                 "The conversation store is busy or unavailable; retry shortly.", retry_after=1.0
             ) from exc
+
+    def _remember(self, conversation: Conversation) -> Conversation:
+        self._decoded[conversation.key] = conversation
+        self._decoded.move_to_end(conversation.key)
+        if len(self._decoded) > DECODED_CACHE_SIZE:
+            self._decoded.popitem(last=False)
+        return conversation
 
     def _purge_due(self) -> bool:
         # Decided on the loop thread so `_next_purge` is only ever touched there.

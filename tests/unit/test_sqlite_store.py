@@ -171,3 +171,34 @@ async def test_aclose_twice_is_safe_and_later_calls_fail_clearly(path: Path, clo
     await closing.aclose()
     with pytest.raises(RuntimeError, match="closed"):
         await closing.get("oid-1", "conv-1")
+
+
+async def test_a_conversation_this_process_holds_is_not_decoded_again_until_it_changes(
+    store: SqliteStore, path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoded: list[str] = []
+    real = sqlite_module.from_document
+
+    def counting(document: object) -> Conversation:
+        result = real(document)  # type: ignore[arg-type]
+        decoded.append(result.conversation_id)
+        return result
+
+    monkeypatch.setattr(sqlite_module, "from_document", counting)
+    first = conversation(clock)
+    await store.create(first)
+    assert await store.get("oid-1", "conv-1") == first
+    assert decoded == []  # written by this process: its decoded value is reused
+
+    other = await SqliteStore.open(path, clock)  # another process on the same file
+    try:
+        clock.now += 1
+        second = conversation(clock, version=2)
+        await other.replace(second, expected_version=1)
+    finally:
+        await other.aclose()
+
+    assert await store.get("oid-1", "conv-1") == second
+    assert decoded == ["conv-1"]  # changed elsewhere: read and decoded once
+    assert await store.get("oid-1", "conv-1") == second
+    assert decoded == ["conv-1"]
