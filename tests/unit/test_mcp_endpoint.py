@@ -50,11 +50,25 @@ REQUESTS = {
 }
 
 
-async def post(anvil: Anvil, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, Any]:
+async def post(anvil: Anvil, body: Any, headers: dict[str, str] | list[tuple[str, str]]) -> tuple[int, Any]:
+    """POST `body` to /mcp (with JSON and SSE accepted unless `headers` say otherwise); a list
+    of header pairs may name one header twice."""
+    pairs = list(headers.items()) if isinstance(headers, dict) else list(headers)
+    named = {name.lower() for name, _ in pairs}
+    pairs += [
+        (k, v)
+        for k, v in (("Accept", ACCEPT), ("Content-Type", "application/json"))
+        if k.lower() not in named
+    ]
     transport = httpx.ASGITransport(app=anvil)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
-        response = await client.post("/mcp", json=body, headers={"Accept": ACCEPT, **headers})
-    return response.status_code, response.json() if response.content else None
+        response = await client.post("/mcp", content=json.dumps(body), headers=pairs)
+    if not response.content:
+        return response.status_code, None
+    assert response.headers["content-length"] == str(len(response.content))
+    if response.headers.get("content-type") != "application/json":
+        return response.status_code, response.text
+    return response.status_code, response.json()
 
 
 @pytest.mark.parametrize("version", [None, "2025-03-26", "2025-06-18", "2025-11-25"])
@@ -85,3 +99,143 @@ async def test_other_methods_still_reach_the_sdk(anvil: Anvil) -> None:
     assert status == 200 and reply["result"]["protocolVersion"] == "2025-06-18"
     status, reply = await post(anvil, {"jsonrpc": "2.0", "method": "notifications/initialized"}, {})
     assert status == 202
+
+
+MODERN = "2026-07-28"
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def modern(request: dict[str, Any], **meta: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """`request` in the 2026-07-28 shape: the envelope in `_meta`, the routing headers to match."""
+    params = {**request.get("params", {}), "_meta": {**ENVELOPE, **meta}}
+    headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": request["method"]}
+    if "name" in params:
+        headers["Mcp-Name"] = params["name"]
+    return {**request, "params": params}, headers
+
+
+def modern_cases() -> dict[str, tuple[Any, dict[str, str] | list[tuple[str, str]]]]:
+    cases: dict[str, tuple[Any, dict[str, str] | list[tuple[str, str]]]] = {
+        name: modern(request) for name, request in REQUESTS.items()
+    }
+    ask, headers = modern(call("ask", {"question": "q"}))
+    cases["with client info and a progress token"] = modern(
+        call("ask", {"question": "q"}),
+        **{"io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}},
+        progressToken="p-1",
+    )
+    cases["without the envelope"] = ({**ask, "params": {"name": "ask", "arguments": {}}}, headers)
+    cases["Mcp-Method disagrees"] = (ask, {**headers, "Mcp-Method": "tools/list"})
+    cases["Mcp-Name disagrees"] = (ask, {**headers, "Mcp-Name": "search"})
+    cases["Mcp-Name missing"] = (ask, {k: v for k, v in headers.items() if k != "Mcp-Name"})
+    cases["envelope names another version"] = (
+        {
+            **ask,
+            "params": {
+                **ask["params"],
+                "_meta": {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2025-06-18"},
+            },
+        },
+        headers,
+    )
+    cases["routing header twice"] = (ask, [*headers.items(), ("Mcp-Method", "tools/call")])
+    cases["an Mcp-Param header the tool does not declare"] = (ask, {**headers, "Mcp-Param-Question": "q"})
+    cases["a boolean id"] = ({**ask, "id": True}, headers)
+    cases["a null id"] = ({**ask, "id": None}, headers)
+    cases["an extra envelope member"] = ({**ask, "extra": 1}, headers)
+    cases["a notification"] = ({k: v for k, v in ask.items() if k != "id"}, headers)
+    cases["a batch"] = ([ask], headers)
+    cases["params that are a list"] = ({**ask, "params": [1]}, headers)
+    cases["initialize"] = modern({"jsonrpc": "2.0", "id": 9, "method": "initialize"})
+    cases["JSON not accepted"] = (ask, {**headers, "Accept": "text/event-stream"})
+    cases["wildcard accept"] = (ask, {**headers, "Accept": "*/*"})
+    cases["not JSON"] = (ask, {**headers, "Content-Type": "text/plain"})
+    return cases
+
+
+MODERN_CASES = modern_cases()
+
+
+@pytest.mark.parametrize("case", sorted(MODERN_CASES))
+async def test_2026_07_28_single_exchange_answers_like_the_sdk(anvil: Anvil, case: str) -> None:
+    body, headers = MODERN_CASES[case]
+    anvil.endpoint.single_exchange = True
+    fast = await post(anvil, body, headers)
+    anvil.endpoint.single_exchange = False
+    sdk = await post(anvil, body, headers)
+    assert fast == sdk, json.dumps({"single exchange": fast, "sdk": sdk}, indent=1)
+
+
+async def refuse_sdk_path(*_: Any) -> None:
+    raise AssertionError("the request went to the SDK's session manager")
+
+
+@pytest.mark.parametrize(
+    ("case", "version"),
+    [
+        ("ask one-shot", None),
+        ("ask one-shot", "2025-06-18"),
+        ("tools/list", None),
+        ("ask one-shot", MODERN),
+        ("tools/list", MODERN),
+        ("unknown tool", MODERN),
+        ("ask without a question", MODERN),
+    ],
+)
+async def test_plain_calls_take_the_single_exchange_path(
+    anvil: Anvil, monkeypatch: pytest.MonkeyPatch, case: str, version: str | None
+) -> None:
+    monkeypatch.setattr(anvil.mcp.session_manager, "handle_request", refuse_sdk_path)
+    if version == MODERN:
+        body, headers = MODERN_CASES[case]
+    else:
+        body, headers = REQUESTS[case], ({"MCP-Protocol-Version": version} if version else {})
+    _, reply = await post(anvil, body, headers)
+    assert reply["id"] == body["id"] and ("result" in reply or "error" in reply)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "Mcp-Name disagrees",
+        "routing header twice",
+        "an Mcp-Param header the tool does not declare",
+        "a notification",
+        "initialize",
+    ],
+)
+async def test_unusual_2026_07_28_requests_go_to_the_sdk(
+    anvil: Anvil, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    reached: list[str] = []
+    original = anvil.mcp.session_manager.handle_request
+
+    async def spy(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["path"])
+        await original(scope, receive, send)
+
+    monkeypatch.setattr(anvil.mcp.session_manager, "handle_request", spy)
+    await post(anvil, *MODERN_CASES[case])
+    assert reached == ["/mcp"]
+
+
+async def test_a_tool_declaring_param_headers_is_left_to_the_sdk(anvil: Anvil) -> None:
+    schemas = {"ask": {"type": "object", "properties": {"q": {"type": "string", "x-mcp-header": "Q"}}}}
+    anvil.mcp._lowlevel_server.get_tool_input_schema = schemas.get
+    assert anvil.endpoint._declares_param_headers({"name": "ask"})
+    assert not anvil.endpoint._declares_param_headers({"name": "search"})
+
+
+@pytest.mark.parametrize("era", ["2025-06-18", MODERN])
+async def test_the_first_of_repeated_content_types_decides_on_both_paths(anvil: Anvil, era: str) -> None:
+    body, headers = MODERN_CASES["ask one-shot"] if era == MODERN else (REQUESTS["ask one-shot"], {})
+    pairs = [*headers.items(), ("Content-Type", "text/plain"), ("Content-Type", "application/json")]
+    if era != MODERN:
+        pairs.append(("MCP-Protocol-Version", era))
+    anvil.endpoint.single_exchange = True
+    fast = await post(anvil, body, pairs)
+    anvil.endpoint.single_exchange = False
+    assert fast == await post(anvil, body, pairs)
