@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.answers.engine import Answer, Exchange, Passage
+from app.answers.engine import Answer, Passage, PastExchange
 
 
 class EchoEngine:
@@ -13,7 +13,7 @@ class EchoEngine:
     name = "echo"
 
     async def answer(
-        self, question: str, history: Sequence[Exchange], instructions: str | None = None
+        self, question: str, history: Sequence[PastExchange], instructions: str | None = None
     ) -> Answer:
         """`Echo: {question}`, plus the turn and previous question when there is history."""
         text = f"Echo: {question}"

@@ -7,6 +7,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
+class PastExchange(Protocol):
+    """An earlier question and its answer: an `Exchange`, or a stored turn handed over as is."""
+
+    @property
+    def question(self) -> str: ...
+
+    @property
+    def answer(self) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Exchange:
     """An earlier question and answer of the conversation, oldest first when in a sequence."""
@@ -39,7 +49,7 @@ class AnswerEngine(Protocol):
     name: str
 
     async def answer(
-        self, question: str, history: Sequence[Exchange], instructions: str | None = None
+        self, question: str, history: Sequence[PastExchange], instructions: str | None = None
     ) -> Answer:
         """Answer `question`. `history` holds the conversation's earlier turns, oldest first."""
         ...

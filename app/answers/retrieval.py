@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.answers.corpus import CorpusPassage, load_corpus
-from app.answers.engine import Answer, Exchange, Passage
+from app.answers.engine import Answer, Passage, PastExchange
 
 if TYPE_CHECKING:
     import numpy as np
@@ -140,7 +140,7 @@ class RetrievalEngine:
         return self._rank(tokenize(text), max_results)
 
     async def answer(
-        self, question: str, history: Sequence[Exchange], instructions: str | None = None
+        self, question: str, history: Sequence[PastExchange], instructions: str | None = None
     ) -> Answer:
         """Quote the best passage for `question`, citing it, and point at up to two more.
 
@@ -165,7 +165,7 @@ class RetrievalEngine:
         excerpt = _excerpt(best.text, Counter(query), MAX_ANSWER_CHARS - len(lead) - len(tail))
         return Answer(text=_shorten(lead + excerpt + tail, MAX_ANSWER_CHARS), sources=tuple(used))
 
-    def _query(self, question: str, history: Sequence[Exchange]) -> list[str]:
+    def _query(self, question: str, history: Sequence[PastExchange]) -> list[str]:
         """The question's terms, plus the previous question's when this one leans on it."""
         terms = tokenize(question)
         if history and looks_like_follow_up(question):

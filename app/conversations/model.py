@@ -87,15 +87,18 @@ class Conversation:
         The newest turn is always kept, even if it alone exceeds `max_bytes`: the caller bounds
         question length, and dropping the turn just answered would lose it silently.
         """
-        turns = [*self.turns, turn]
-        total = sum(t.size() for t in turns)
-        drop = 0
-        while len(turns) - drop > 1 and (len(turns) - drop > max_turns or total > max_bytes):
-            total -= turns[drop].size()
-            drop += 1
+        turns = (*self.turns, turn)
+        drop = min(max(0, len(turns) - max_turns), len(turns) - 1)
+        # A character is at most 4 bytes of UTF-8: the exact count is needed only when that
+        # bound does not already fit.
+        if sum(4 * (len(t.question) + len(t.answer)) + 64 for t in turns[drop:]) > max_bytes:
+            total = sum(t.size() for t in turns[drop:])
+            while len(turns) - drop > 1 and total > max_bytes:
+                total -= turns[drop].size()
+                drop += 1
         return replace(
             self,
-            turns=tuple(turns[drop:]),
+            turns=turns[drop:],
             dropped=self.dropped + drop,
             updated_at=now,
             expires_at=now + ttl_seconds,

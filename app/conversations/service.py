@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from app.answers.engine import AnswerEngine, Exchange, Passage
+from app.answers.engine import AnswerEngine, Passage
 from app.auth.principal import Principal
 from app.conversations.model import (
     CONVERSATION_ID_RULE,
@@ -156,7 +156,8 @@ class AskService:
                         f"{conversation_id!r} already exists: omit instructions, or use a new conversationId."
                     )
             if answer_text is None:
-                history = [Exchange(t.question, t.answer) for t in stored.turns] if stored else []
+                # Turns are immutable and carry `question` and `answer`: handed over without copies.
+                history = stored.turns if stored else ()
                 instructions = stored.instructions if stored else request.instructions
                 answer = await self.engine.answer(request.question, history, instructions)
                 answer_text, sources = answer.text, answer.sources

@@ -12,7 +12,7 @@ import anyio.lowlevel
 import pytest
 
 from app.answers.echo import EchoEngine
-from app.answers.engine import Answer, Exchange, Passage
+from app.answers.engine import Answer, Exchange, Passage, PastExchange
 from app.auth.principal import Principal
 from app.conversations.memory import MemoryStore
 from app.conversations.model import CONVERSATION_ID_PATTERN, Conversation, Turn
@@ -128,9 +128,11 @@ class RecordingEngine:
         self._echo = EchoEngine()
 
     async def answer(
-        self, question: str, history: Sequence[Exchange], instructions: str | None = None
+        self, question: str, history: Sequence[PastExchange], instructions: str | None = None
     ) -> Answer:
-        self.calls.append(EngineCall(question, tuple(history), instructions))
+        self.calls.append(
+            EngineCall(question, tuple(Exchange(h.question, h.answer) for h in history), instructions)
+        )
         if self.yielding:
             await anyio.lowlevel.checkpoint()
         return await self._echo.answer(question, history, instructions)
