@@ -1,24 +1,28 @@
 """A conversation store in one SQLite file, safe to share between processes on one host.
 
 The stdlib `sqlite3` module blocks, so every call runs on one dedicated worker thread that
-owns the connection; the event loop only awaits its results. Writes are single statements
-guarded by the stored version and expiry, so they stay atomic across processes as well.
+owns the connection; the event loop only awaits its results, handed back with one
+`call_soon_threadsafe` each (cheaper than an executor's future chained to an asyncio one).
+Writes are single statements guarded by the stored version and expiry, so they stay atomic
+across processes as well.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import queue
 import sqlite3
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pydantic_core
 
-from app.conversations.codec import from_document, to_document
+from app.conversations.codec import document_json, from_document, turn_json
 from app.conversations.cursor import decode_cursor, encode_cursor
 from app.conversations.model import Conversation, conversation_key
 from app.conversations.store import ConversationPage, ConversationSummary, VersionConflict
@@ -89,35 +93,78 @@ LIMIT ?
 """
 
 
+_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
+
+
+class _Worker:
+    """One thread that runs jobs in order and hands each result back to the loop that asked."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="anvil-sqlite", daemon=True)
+        self._thread.start()
+
+    def run(self, job: Callable[[], _T]) -> asyncio.Future[_T]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_T] = loop.create_future()
+        self._jobs.put((loop, future, job))
+        return future
+
+    def stop(self) -> None:
+        """Let the thread exit once the jobs already queued are done."""
+        self._jobs.put(None)
+
+    def _serve(self) -> None:
+        while (item := self._jobs.get()) is not None:
+            loop, future, job = item
+            try:
+                result = job()
+            except BaseException as error:  # handed to the awaiting task, which re-raises it
+                _deliver(loop, future.set_exception, future, error)
+            else:
+                _deliver(loop, future.set_result, future, result)
+
+
+def _deliver(
+    loop: asyncio.AbstractEventLoop, settle: Callable[[Any], None], future: asyncio.Future[Any], value: Any
+) -> None:
+    def settle_unless_cancelled() -> None:
+        if not future.cancelled():
+            settle(value)
+
+    with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting any more
+        loop.call_soon_threadsafe(settle_unless_cancelled)
+
+
 class SqliteStore:
     """`ConversationStore` in a SQLite file (WAL mode). Open with `await SqliteStore.open(path)`."""
 
-    def __init__(
-        self, executor: ThreadPoolExecutor, connection: sqlite3.Connection, clock: Callable[[], float]
-    ) -> None:
-        self._executor = executor
+    def __init__(self, worker: _Worker, connection: sqlite3.Connection, clock: Callable[[], float]) -> None:
+        self._worker = worker
         self._connection = connection
         self._clock = clock
         self._next_purge = 0.0
         self._closed = False
         # Values are frozen, and a row whose version and updated_at match holds the same document.
-        self._decoded: OrderedDict[str, Conversation] = OrderedDict()
+        # Beside each conversation, its turns encoded (when this process wrote it), so the next
+        # write encodes only the turn it adds.
+        self._decoded: OrderedDict[str, tuple[Conversation, tuple[bytes, ...] | None]] = OrderedDict()
 
     @classmethod
     async def open(cls, path: Path, clock: Callable[[], float] = time.time) -> SqliteStore:
         """Open (creating if needed) the database at `path`, its parent directory and schema."""
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anvil-sqlite")
+        worker = _Worker()
         try:
-            connection = await asyncio.wrap_future(executor.submit(_connect, path))
+            connection = await worker.run(lambda: _connect(path))
         except BaseException:
-            executor.shutdown(wait=False)
+            worker.stop()
             raise
-        return cls(executor, connection, clock)
+        return cls(worker, connection, clock)
 
     async def get(self, oid: str, conversation_id: str) -> Conversation | None:
         """The live conversation under this key, or None when missing or expired."""
         key, now = conversation_key(oid, conversation_id), self._clock()
-        known = self._decoded.get(key)
+        known, _ = self._decoded.get(key, (None, None))
         version, updated_at = (known.version, known.updated_at) if known else (-1, -1.0)
 
         def work(db: sqlite3.Connection) -> tuple[bool, str | None]:
@@ -132,12 +179,13 @@ class SqliteStore:
         if document is None and known is not None:
             self._decoded.move_to_end(key)
             return known
-        return self._remember(from_document(pydantic_core.from_json(str(document))))
+        return self._remember(from_document(pydantic_core.from_json(str(document))), None)
 
     async def create(self, conversation: Conversation) -> None:
         """Store a new conversation; `VersionConflict` if a live one already has its key."""
         c, now, purge = conversation, self._clock(), self._purge_due()
-        row = (c.key, c.oid, c.conversation_id, c.version, c.updated_at, c.expires_at, _dumps(c), now)
+        turns = self._encoded_turns(c)
+        row = (c.key, c.oid, c.conversation_id, c.version, c.updated_at, c.expires_at, _dumps(c, turns), now)
 
         def work(db: sqlite3.Connection) -> int:
             changed = db.execute(_CREATE, row).rowcount
@@ -147,12 +195,13 @@ class SqliteStore:
 
         if await self._run(work) == 0:
             raise VersionConflict(c.key)
-        self._remember(c)
+        self._remember(c, turns)
 
     async def replace(self, conversation: Conversation, expected_version: int) -> None:
         """Overwrite the stored conversation if its version is still `expected_version`."""
         c, now, purge = conversation, self._clock(), self._purge_due()
-        params = (c.version, c.updated_at, c.expires_at, _dumps(c), c.key, expected_version, now)
+        turns = self._encoded_turns(c)
+        params = (c.version, c.updated_at, c.expires_at, _dumps(c, turns), c.key, expected_version, now)
 
         def work(db: sqlite3.Connection) -> int:
             changed = db.execute(_REPLACE, params).rowcount
@@ -162,7 +211,7 @@ class SqliteStore:
 
         if await self._run(work) == 0:
             raise VersionConflict(c.key)
-        self._remember(c)
+        self._remember(c, turns)
 
     async def delete(self, oid: str, conversation_id: str) -> bool:
         """Remove a conversation; True if a live one was removed (an expired one goes silently)."""
@@ -217,17 +266,16 @@ class SqliteStore:
         self._closed = True
         try:
             # Queued behind any call still running, so those finish before the close.
-            await asyncio.wrap_future(self._executor.submit(self._connection.close))
+            await self._worker.run(self._connection.close)
         finally:
-            # The queue is empty now, so the idle thread exits without being waited on.
-            self._executor.shutdown(wait=False)
+            self._worker.stop()
 
     async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         if self._closed:
             raise RuntimeError("the SQLite conversation store is closed")
-        future = self._executor.submit(work, self._connection)
+        connection = self._connection
         try:
-            return await asyncio.wrap_future(future)
+            return await self._worker.run(lambda: work(connection))
         except sqlite3.OperationalError as exc:
             # Locked by another process beyond the busy timeout, disk full, file gone: all are
             # conditions a later retry may get past, not bugs in the request.
@@ -235,8 +283,21 @@ class SqliteStore:
                 "The conversation store is busy or unavailable; retry shortly.", retry_after=1.0
             ) from exc
 
-    def _remember(self, conversation: Conversation) -> Conversation:
-        self._decoded[conversation.key] = conversation
+    def _encoded_turns(self, c: Conversation) -> tuple[bytes, ...]:
+        """The turns of `c` encoded, reusing those of the copy held here (same `Turn` objects)."""
+        known, encoded = self._decoded.get(c.key, (None, None))
+        reused: list[bytes] = []
+        if known is not None and encoded is not None and known.turns and c.turns:
+            # Turns form a window that slides forward: find where `c` starts in the held copy.
+            offset = c.turns[0].number - known.turns[0].number
+            while 0 <= offset + len(reused) < len(known.turns) and len(reused) < len(c.turns):
+                if known.turns[offset + len(reused)] is not c.turns[len(reused)]:
+                    break
+                reused.append(encoded[offset + len(reused)])
+        return (*reused, *(turn_json(t) for t in c.turns[len(reused) :]))
+
+    def _remember(self, conversation: Conversation, turns: tuple[bytes, ...] | None) -> Conversation:
+        self._decoded[conversation.key] = (conversation, turns)
         self._decoded.move_to_end(conversation.key)
         if len(self._decoded) > DECODED_CACHE_SIZE:
             self._decoded.popitem(last=False)
@@ -271,7 +332,7 @@ def _purge(db: sqlite3.Connection, now: float) -> None:
     db.execute("DELETE FROM conversations WHERE expires_at <= ?", (now,))
 
 
-def _dumps(c: Conversation) -> str:
+def _dumps(c: Conversation, turns: tuple[bytes, ...]) -> str:
     # pydantic-core's encoder is several times faster than the json module's on these documents,
     # and a turn writes the whole conversation.
-    return pydantic_core.to_json(to_document(c)).decode()
+    return document_json(c, turns).decode()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import threading
 from collections.abc import AsyncIterator
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.conversations import sqlite as sqlite_module
+from app.conversations.codec import to_document
 from app.conversations.model import Conversation, Turn
 from app.conversations.sqlite import SqliteStore
 from app.conversations.store import VersionConflict
@@ -202,3 +204,68 @@ async def test_a_conversation_this_process_holds_is_not_decoded_again_until_it_c
     assert decoded == ["conv-1"]  # changed elsewhere: read and decoded once
     assert await store.get("oid-1", "conv-1") == second
     assert decoded == ["conv-1"]
+
+
+async def test_a_call_whose_caller_gave_up_leaves_the_store_working(store: SqliteStore, clock: Clock) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def held(db: sqlite3.Connection) -> int:
+        started.set()
+        release.wait(10)
+        return 1
+
+    waiting = asyncio.create_task(store._run(held))
+    await asyncio.to_thread(started.wait, 10)
+    waiting.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await store.create(conversation(clock))
+    assert await store.get("oid-1", "conv-1") == conversation(clock)
+
+
+async def test_errors_raised_on_the_worker_reach_the_caller(store: SqliteStore) -> None:
+    def broken(db: sqlite3.Connection) -> None:
+        raise ValueError("raised on the worker")
+
+    with pytest.raises(ValueError, match="raised on the worker"):
+        await store._run(broken)
+    await store.check()
+
+
+async def test_closing_the_store_ends_its_worker_thread(path: Path, clock: Clock) -> None:
+    store = await SqliteStore.open(path, clock)
+    thread = store._worker._thread
+    assert thread.is_alive()
+    await store.aclose()
+    thread.join(10)
+    assert not thread.is_alive()
+
+
+def stored_document(path: Path, key: str) -> object:
+    with closing(sqlite3.connect(path)) as raw:
+        return json.loads(
+            raw.execute("SELECT document FROM conversations WHERE key = ?", (key,)).fetchone()[0]
+        )
+
+
+async def test_each_write_stores_the_whole_document_while_reusing_encoded_turns(
+    store: SqliteStore, path: Path, clock: Clock
+) -> None:
+    current = conversation(clock)
+    await store.create(current)
+    for number in range(2, 12):
+        base = await store.get("oid-1", "conv-1")
+        assert base is not None
+        clock.now += 1
+        turn = Turn(number, f"question {number} ✓", f"answer {number}", clock.now)
+        current = base.with_turn(turn, now=clock.now, ttl_seconds=TTL, max_turns=4, max_bytes=10_000)
+        await store.replace(current, expected_version=base.version)
+        assert stored_document(path, current.key) == to_document(current)
+    assert [t.number for t in current.turns] == [8, 9, 10, 11]
+    # Another process reads it back whole.
+    other = await SqliteStore.open(path, clock)
+    try:
+        assert await other.get("oid-1", "conv-1") == current
+    finally:
+        await other.aclose()
