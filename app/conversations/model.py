@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, replace
 
@@ -40,6 +41,10 @@ class Turn:
     def size(self) -> int:
         """Bytes this turn adds to a stored conversation (UTF-8 text; metadata is small and fixed)."""
         return len(self.question.encode()) + len(self.answer.encode()) + 64
+
+
+_QUESTION = operator.attrgetter("question")
+_ANSWER = operator.attrgetter("answer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +96,9 @@ class Conversation:
         drop = min(max(0, len(turns) - max_turns), len(turns) - 1)
         # A character is at most 4 bytes of UTF-8: the exact count is needed only when that
         # bound does not already fit.
-        if sum(4 * (len(t.question) + len(t.answer)) + 64 for t in turns[drop:]) > max_bytes:
+        kept = turns[drop:]
+        characters = sum(map(len, map(_QUESTION, kept))) + sum(map(len, map(_ANSWER, kept)))
+        if 4 * characters + 64 * len(kept) > max_bytes:
             total = sum(t.size() for t in turns[drop:])
             while len(turns) - drop > 1 and total > max_bytes:
                 total -= turns[drop].size()

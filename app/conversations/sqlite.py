@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import operator
 import queue
 import sqlite3
 import threading
@@ -286,15 +287,14 @@ class SqliteStore:
     def _encoded_turns(self, c: Conversation) -> tuple[bytes, ...]:
         """The turns of `c` encoded, reusing those of the copy held here (same `Turn` objects)."""
         known, encoded = self._decoded.get(c.key, (None, None))
-        reused: list[bytes] = []
         if known is not None and encoded is not None and known.turns and c.turns:
-            # Turns form a window that slides forward: find where `c` starts in the held copy.
-            offset = c.turns[0].number - known.turns[0].number
-            while 0 <= offset + len(reused) < len(known.turns) and len(reused) < len(c.turns):
-                if known.turns[offset + len(reused)] is not c.turns[len(reused)]:
-                    break
-                reused.append(encoded[offset + len(reused)])
-        return (*reused, *(turn_json(t) for t in c.turns[len(reused) :]))
+            # Turns form a window that slides forward: the held copy's turns from where `c`
+            # starts, followed by the new ones.
+            start = c.turns[0].number - known.turns[0].number
+            kept = len(known.turns) - start
+            if start >= 0 and kept <= len(c.turns) and all(map(operator.is_, known.turns[start:], c.turns)):
+                return encoded[start:] + tuple(map(turn_json, c.turns[kept:]))
+        return tuple(map(turn_json, c.turns))
 
     def _remember(self, conversation: Conversation, turns: tuple[bytes, ...] | None) -> Conversation:
         self._decoded[conversation.key] = (conversation, turns)

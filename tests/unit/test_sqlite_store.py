@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.conversations import sqlite as sqlite_module
-from app.conversations.codec import to_document
+from app.conversations.codec import to_document, turn_json
 from app.conversations.model import Conversation, Turn
 from app.conversations.sqlite import SqliteStore
 from app.conversations.store import VersionConflict
@@ -250,8 +250,15 @@ def stored_document(path: Path, key: str) -> object:
 
 
 async def test_each_write_stores_the_whole_document_while_reusing_encoded_turns(
-    store: SqliteStore, path: Path, clock: Clock
+    store: SqliteStore, path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    encoded: list[int] = []
+
+    def counting_turn_json(turn: Turn) -> bytes:
+        encoded.append(turn.number)
+        return turn_json(turn)
+
+    monkeypatch.setattr(sqlite_module, "turn_json", counting_turn_json)
     current = conversation(clock)
     await store.create(current)
     for number in range(2, 12):
@@ -260,8 +267,10 @@ async def test_each_write_stores_the_whole_document_while_reusing_encoded_turns(
         clock.now += 1
         turn = Turn(number, f"question {number} ✓", f"answer {number}", clock.now)
         current = base.with_turn(turn, now=clock.now, ttl_seconds=TTL, max_turns=4, max_bytes=10_000)
+        encoded.clear()
         await store.replace(current, expected_version=base.version)
         assert stored_document(path, current.key) == to_document(current)
+        assert encoded == [number]  # only the new turn was encoded
     assert [t.number for t in current.turns] == [8, 9, 10, 11]
     # Another process reads it back whole.
     other = await SqliteStore.open(path, clock)
