@@ -95,6 +95,7 @@ class McpEndpoint:
             ),
             progress_token=progress_token,
         )
+        error = None
         try:
             result = await serve_one(
                 self.server._lowlevel_server,  # the SDK exposes no public handle to its kernel
@@ -106,20 +107,22 @@ class McpEndpoint:
             )
         except Exception as exc:
             error = modern_error_data(exc)
-            if route is None:
-                # The handshake era answers errors with 200, as the SDK's session path does.
-                reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+        if route is None:
+            # Handshake era: 200 whatever the outcome, as the SDK's session path answers.
+            reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+            if error is None:
+                reply["result"] = result
+            else:
                 reply["error"] = error.model_dump(mode="json", by_alias=True, exclude_none=True)
-                await _send_json(send, 200, reply)
-                return
-            envelope: JSONRPCResponse | JSONRPCError = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
-            status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
-        else:
-            if route is None:
-                await _send_json(send, 200, {"jsonrpc": "2.0", "id": request_id, "result": result})
-                return
+            await _send_json(send, 200, reply)
+            return
+        # 2026-07-28: the error code decides the HTTP status; dumped as the SDK's entry dumps it.
+        envelope: JSONRPCResponse | JSONRPCError
+        if error is None:
             envelope, status = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result), 200
-        # Dumped as the SDK's 2026-07-28 entry dumps it.
+        else:
+            envelope = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+            status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
         await _send_json(send, status, envelope.model_dump(mode="json", by_alias=True, exclude_none=True))
 
     def _modern_route(
