@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
-from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -59,7 +58,7 @@ class RequestGuard:
         # RFC 9110 section 5.5: a field value excludes surrounding whitespace, but the HTTP parser
         # keeps it, and the MCP routing headers are compared exactly.
         scope["headers"] = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
-        headers = Headers(scope=scope)
+        headers = _checked_fields(scope["headers"])
         refusal = self._refusal(scope, headers)
         if refusal is not None:
             await refusal(scope, receive, send)
@@ -80,7 +79,7 @@ class RequestGuard:
                 return
         await self.app(scope, replay_body(body, receive), send)
 
-    def _refusal(self, scope: Scope, headers: Headers) -> Response | None:
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> Response | None:
         host = headers.get("host", "")
         if not matches(host, self.allowed_hosts):
             return problem_response(
@@ -102,7 +101,7 @@ class RequestGuard:
             )
         return None
 
-    async def _read_body(self, headers: Headers, receive: Receive) -> bytes | None:
+    async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | None:
         """The whole body, or None as soon as it is known to exceed the limit."""
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
@@ -137,6 +136,18 @@ def replay_body(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+_CHECKED_FIELDS = frozenset({b"host", b"origin", b"content-length", b"mcp-protocol-version"})
+
+
+def _checked_fields(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The header fields the guard looks at, decoded in one pass; the first of repeats wins."""
+    fields: dict[str, str] = {}
+    for name, value in raw:
+        if name in _CHECKED_FIELDS:
+            fields.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+    return fields
 
 
 def _unsupported_version(requested: str, body: bytes) -> Response:
