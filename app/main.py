@@ -6,14 +6,13 @@ import gc
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import app
@@ -26,10 +25,13 @@ from app.conversations.service import AskService, HistoryLimits
 from app.conversations.store import ConversationStore
 from app.runtime import Runtime, RuntimeRef
 from app.surface.guard import MCP_PATH, RequestGuard
+from app.surface.health import liveness, readiness
 from app.surface.mcp import build_mcp_server
 from app.surface.mcp_http import McpEndpoint
 from app.surface.problem import problem_response
-from app.surface.rest import build_router, install_error_handlers
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +81,9 @@ def settle_heap() -> None:
     """
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    # `anvil serve` starts with collection off (app.cli.serve); a few hundred KB of start-up
+    # cycles stay frozen with the rest.
+    gc.enable()
 
 
 class Anvil:
@@ -99,7 +104,19 @@ class Anvil:
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
         self.endpoint = McpEndpoint(self.mcp)
-        self.api = self._build_api()
+        # The REST app (FastAPI) is built when a request first needs it: importing and assembling
+        # it is ~200 ms of a cold start that `/mcp` never needs. So the lifespan runs on a bare
+        # Starlette router, and these GETs (probes, sign-in discovery) are answered directly;
+        # the REST app lists the same routes, calling the same code.
+        self._api: FastAPI | None = None
+        self._api_building = anyio.Lock()
+        self._lifespan_router = Router(lifespan=self._lifespan)
+        self._direct_gets: dict[str, Callable[[], Awaitable[Response]]] = {
+            "/healthz": self._healthz,
+            "/readyz": self._readyz,
+            WELL_KNOWN: self._resource_metadata,
+            WELL_KNOWN + "/mcp": self._resource_metadata,
+        }
         signed_in = BearerAuthMiddleware(
             self._route, runtime=self.runtime, resource_metadata_url=settings.base_url + WELL_KNOWN + "/mcp"
         )
@@ -114,12 +131,51 @@ class Anvil:
         await self.asgi(scope, receive, send)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == MCP_PATH:
-            await self.endpoint(scope, receive, send)
-        else:
-            await self.api(scope, receive, send)
+        if scope["type"] == "http":
+            if scope["path"] == MCP_PATH:
+                await self.endpoint(scope, receive, send)
+                return
+            direct = self._direct_gets.get(scope["path"]) if scope["method"] == "GET" else None
+            if direct is not None:
+                await (await direct())(scope, receive, send)
+                return
+        elif scope["type"] == "lifespan":
+            await self._lifespan_router(scope, receive, send)
+            return
+        await (await self._rest())(scope, receive, send)
+
+    @property
+    def api(self) -> FastAPI:
+        """The REST app (every route but `/mcp`), built on first use."""
+        if self._api is None:
+            self._api = self._build_api()
+        return self._api
+
+    async def _rest(self) -> FastAPI:
+        if self._api is None:
+            async with self._api_building:
+                if self._api is None:
+                    # On a worker thread, so `/mcp` calls keep being answered while it builds.
+                    self._api = await anyio.to_thread.run_sync(self._build_api)
+        return self._api
+
+    async def _healthz(self) -> Response:
+        return JSONResponse(liveness())
+
+    async def _readyz(self) -> Response:
+        return await readiness(self.runtime.get())
+
+    async def _resource_metadata(self) -> Response:
+        document = self.runtime.get().resource_metadata
+        if document is None:
+            return problem_response(404, "Sign-in is off on this server (ANVIL_AUTH_MODE=none).")
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
 
     def _build_api(self) -> FastAPI:
+        from fastapi import FastAPI
+
+        from app.surface.rest import build_router, install_error_handlers
+
         api = FastAPI(
             title="Anvil",
             version=app.__version__,
@@ -132,10 +188,7 @@ class Anvil:
         api.include_router(build_router(self.runtime))
 
         async def metadata(_: Request) -> Response:
-            document = self.runtime.get().resource_metadata
-            if document is None:
-                return problem_response(404, "Sign-in is off on this server (ANVIL_AUTH_MODE=none).")
-            return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
+            return await self._resource_metadata()
 
         api.add_route(WELL_KNOWN, metadata, methods=["GET"], include_in_schema=False)
         api.add_route(WELL_KNOWN + "/mcp", metadata, methods=["GET"], include_in_schema=False)
@@ -143,7 +196,7 @@ class Anvil:
         return api
 
     @asynccontextmanager
-    async def _lifespan(self, _: FastAPI) -> AsyncIterator[None]:
+    async def _lifespan(self, _: object) -> AsyncIterator[None]:
         settings = self.settings
         async with AsyncExitStack() as stack:
             store = await open_store(settings)
@@ -197,6 +250,8 @@ class Anvil:
 
 def build_openapi(api: FastAPI, settings: Settings) -> dict[str, Any]:
     """The OpenAPI document API Management imports: REST routes, `/mcp`, and bearer sign-in."""
+    from fastapi.openapi.utils import get_openapi
+
     schema = get_openapi(
         title=api.title,
         version=api.version,

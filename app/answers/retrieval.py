@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections import Counter
@@ -49,6 +50,7 @@ def tokenize(text: str) -> list[str]:
     return [_stem(word) for word in _WORD.findall(text.lower()) if word not in _STOPWORDS]
 
 
+@functools.lru_cache(maxsize=16_384)  # the corpus has ~2k distinct words; indexing stems ~25k
 def _stem(word: str) -> str:
     """A light suffix stripper: enough for "configured", "configures" and "configure" to meet."""
     if len(word) > 4 and word.endswith("ies"):

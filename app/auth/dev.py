@@ -44,13 +44,17 @@ class DevIssuer:
         self.kid = kid
 
     @classmethod
-    def load_or_create(cls, data_dir: Path) -> DevIssuer:
-        """Use the signing key in `data_dir`, creating the dir and an RSA-2048 key if needed."""
+    def load_or_create(cls, data_dir: Path, *, verify_only: bool = False) -> DevIssuer:
+        """Use the signing key in `data_dir`, creating the dir and an RSA-2048 key if needed.
+
+        `verify_only`: the caller only verifies tokens, with the public half, so the private
+        key's consistency check (~50 ms, a guard for signing with a damaged key) is skipped.
+        """
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = data_dir / KEY_FILE_NAME
         if not path.exists():
             _write_new_key(path)
-        return cls(_read_key(path))
+        return cls(_read_key(path, check=not verify_only))
 
     @property
     def public_key(self) -> rsa.RSAPublicKey:
@@ -161,8 +165,10 @@ def _write_new_key(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _read_key(path: Path) -> rsa.RSAPrivateKey:
-    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+def _read_key(path: Path, *, check: bool = True) -> rsa.RSAPrivateKey:
+    key = serialization.load_pem_private_key(
+        path.read_bytes(), password=None, unsafe_skip_rsa_key_validation=not check
+    )
     if not isinstance(key, rsa.RSAPrivateKey) or key.key_size < 2048:
         raise ValueError(f"{path} does not hold an RSA private key of at least 2048 bits.")
     return key

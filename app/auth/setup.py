@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 import anyio
 
@@ -36,7 +37,9 @@ async def open_auth(settings: Settings) -> AuthSetup:
         return await open_entra(settings)
     from app.auth.dev import DEV_AUTHORITY, DEV_CLIENT_ID, DEV_SCOPE, DEV_TENANT_ID, DevIssuer
 
-    issuer = await anyio.to_thread.run_sync(DevIssuer.load_or_create, settings.data_dir)
+    # The server only verifies dev tokens; `anvil token`, which signs, loads the key fully checked.
+    load = partial(DevIssuer.load_or_create, settings.data_dir, verify_only=True)
+    issuer = await anyio.to_thread.run_sync(load)
     return AuthSetup(
         verifier=issuer.verifier(),
         authorization_servers=(f"{DEV_AUTHORITY}/{DEV_TENANT_ID}/v2.0",),

@@ -14,6 +14,7 @@ from app.auth.principal import Principal
 from app.conversations.service import AskRequest
 from app.errors import AnvilError, Conflict, InvalidInput, NotFound, SignInRequired, Unavailable
 from app.runtime import Runtime, RuntimeRef
+from app.surface.health import liveness, readiness
 from app.surface.models import (
     AskBody,
     AskOutput,
@@ -154,7 +155,7 @@ def build_router(runtime_ref: RuntimeRef) -> APIRouter:
 
     @router.get("/healthz", summary="Liveness", operation_id="healthz", tags=["health"])
     async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+        return liveness()
 
     @router.get(
         "/readyz",
@@ -164,17 +165,7 @@ def build_router(runtime_ref: RuntimeRef) -> APIRouter:
         responses={503: {"description": "A dependency is not reachable"}},
     )
     async def readyz(rt: RuntimeDep) -> JSONResponse:
-        checks: dict[str, str] = {}
-        for name, probe in rt.readiness.items():
-            try:
-                await probe()
-                checks[name] = "ok"
-            except Exception as error:  # a readiness probe reports, it never raises
-                checks[name] = f"unavailable: {type(error).__name__}"
-        ready = all(value == "ok" for value in checks.values())
-        return JSONResponse(
-            {"status": "ok" if ready else "unavailable", "checks": checks}, 200 if ready else 503
-        )
+        return await readiness(rt)
 
     return router
 

@@ -57,10 +57,19 @@ async def test_key_is_reused_across_loads(tmp_path: Path) -> None:
     assert principal.name == "alice"
 
 
-def test_key_file_that_is_not_a_key_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("verify_only", [False, True])
+def test_key_file_that_is_not_a_key_is_refused(tmp_path: Path, verify_only: bool) -> None:
     (tmp_path / KEY_FILE_NAME).write_text("not a key")
     with pytest.raises(ValueError):
-        DevIssuer.load_or_create(tmp_path)
+        DevIssuer.load_or_create(tmp_path, verify_only=verify_only)
+
+
+@pytest.mark.anyio
+async def test_a_server_loading_the_key_to_verify_accepts_what_the_cli_mints(tmp_path: Path) -> None:
+    signer = DevIssuer.load_or_create(tmp_path)
+    server = DevIssuer.load_or_create(tmp_path, verify_only=True)
+    principal = await server.verifier(clock=fixed_clock).verify(signer.mint("alice", now=NOW))
+    assert principal.name == "alice"
 
 
 # --- minted tokens ------------------------------------------------------------------------------

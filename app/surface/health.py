@@ -1,0 +1,29 @@
+"""`GET /healthz` and `GET /readyz`, shared by the REST router and the direct dispatch in `app.main`.
+
+Platform probes are the first requests a new replica gets; `app.main` answers them without
+building the REST app (FastAPI), which is built on first use. The REST router lists the same
+routes, calling these functions, so they stay in the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from starlette.responses import JSONResponse
+
+from app.runtime import Runtime
+
+
+def liveness() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+async def readiness(rt: Runtime) -> JSONResponse:
+    """200 when every dependency answers, else 503 naming the ones that do not."""
+    checks: dict[str, str] = {}
+    for name, probe in rt.readiness.items():
+        try:
+            await probe()
+            checks[name] = "ok"
+        except Exception as error:  # a readiness probe reports, it never raises
+            checks[name] = f"unavailable: {type(error).__name__}"
+    ready = all(value == "ok" for value in checks.values())
+    return JSONResponse({"status": "ok" if ready else "unavailable", "checks": checks}, 200 if ready else 503)
