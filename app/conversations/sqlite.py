@@ -1,14 +1,8 @@
 """A conversation store in one SQLite file, safe to share between processes on one host.
 
-Two connections. The point statements of a turn (read one row by key, insert or update one row,
-delete one row) run on the event loop's own connection, which never waits: its busy timeout is
-zero, so when another writer holds the lock the statement fails at once, unexecuted, and is run
-again on the worker thread, which waits for the lock. Everything that scans or can take long
-(listings, bulk deletes, the purge of expired rows, WAL checkpoints) runs on the worker thread
-only. In WAL mode with `synchronous=NORMAL` a point statement touches a few pages and no fsync:
-tens of microseconds, less than handing it to a thread costs (under the GIL, a busy second
-thread makes every switch between the two contend).
-
+The stdlib `sqlite3` module blocks, so every call runs on one dedicated worker thread that
+owns the connection; the event loop only awaits its results, handed back with one
+`call_soon_threadsafe` each (cheaper than an executor's future chained to an asyncio one).
 Writes are single statements guarded by the stored version and expiry, so they stay atomic
 across processes as well.
 """
@@ -17,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import operator
 import queue
 import sqlite3
@@ -37,7 +30,6 @@ from app.conversations.store import ConversationPage, ConversationSummary, Versi
 from app.errors import Unavailable
 
 _T = TypeVar("_T")
-logger = logging.getLogger(__name__)
 
 #: Seconds a statement waits for another process's write lock before giving up.
 BUSY_TIMEOUT = 5.0
@@ -46,9 +38,6 @@ BUSY_TIMEOUT = 5.0
 DECODED_CACHE_SIZE = 1024
 #: How often (seconds) a write also deletes every expired row, so the file does not grow forever.
 PURGE_INTERVAL = 600.0
-#: Writes on the loop's connection between two WAL checkpoints (run on the worker thread), which
-#: keep the write-ahead log at a few megabytes; the loop's connection never checkpoints itself.
-CHECKPOINT_EVERY = 256
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -151,19 +140,11 @@ def _deliver(
 class SqliteStore:
     """`ConversationStore` in a SQLite file (WAL mode). Open with `await SqliteStore.open(path)`."""
 
-    def __init__(
-        self,
-        worker: _Worker,
-        connection: sqlite3.Connection,
-        inline: sqlite3.Connection,
-        clock: Callable[[], float],
-    ) -> None:
+    def __init__(self, worker: _Worker, connection: sqlite3.Connection, clock: Callable[[], float]) -> None:
         self._worker = worker
-        self._connection = connection  # used on the worker thread only
-        self._inline = inline  # used on the loop's thread only
+        self._connection = connection
         self._clock = clock
         self._next_purge = 0.0
-        self._writes_since_checkpoint = 0
         self._closed = False
         # Values are frozen, and a row whose version and updated_at match holds the same document.
         # Beside each conversation, its turns encoded (when this process wrote it), so the next
@@ -179,13 +160,7 @@ class SqliteStore:
         except BaseException:
             worker.stop()
             raise
-        try:
-            inline = _connect_inline(path)
-        except BaseException:
-            await worker.run(connection.close)
-            worker.stop()
-            raise
-        return cls(worker, connection, inline, clock)
+        return cls(worker, connection, clock)
 
     async def get(self, oid: str, conversation_id: str) -> Conversation | None:
         """The live conversation under this key, or None when missing or expired."""
@@ -198,7 +173,7 @@ class SqliteStore:
             row = db.execute(_GET, (version, updated_at, key, now)).fetchone()
             return (False, None) if row is None else (True, row[0])
 
-        found, document = await self._point(work)
+        found, document = await self._run(work)
         if not found:
             self._decoded.pop(key, None)
             return None
@@ -209,23 +184,33 @@ class SqliteStore:
 
     async def create(self, conversation: Conversation) -> None:
         """Store a new conversation; `VersionConflict` if a live one already has its key."""
-        c, now = conversation, self._clock()
+        c, now, purge = conversation, self._clock(), self._purge_due()
         turns = self._encoded_turns(c)
         row = (c.key, c.oid, c.conversation_id, c.version, c.updated_at, c.expires_at, _dumps(c, turns), now)
-        changed = await self._point(lambda db: db.execute(_CREATE, row).rowcount)
-        await self._after_write(now)
-        if changed == 0:
+
+        def work(db: sqlite3.Connection) -> int:
+            changed = db.execute(_CREATE, row).rowcount
+            if purge:
+                _purge(db, now)
+            return changed
+
+        if await self._run(work) == 0:
             raise VersionConflict(c.key)
         self._remember(c, turns)
 
     async def replace(self, conversation: Conversation, expected_version: int) -> None:
         """Overwrite the stored conversation if its version is still `expected_version`."""
-        c, now = conversation, self._clock()
+        c, now, purge = conversation, self._clock(), self._purge_due()
         turns = self._encoded_turns(c)
         params = (c.version, c.updated_at, c.expires_at, _dumps(c, turns), c.key, expected_version, now)
-        changed = await self._point(lambda db: db.execute(_REPLACE, params).rowcount)
-        await self._after_write(now)
-        if changed == 0:
+
+        def work(db: sqlite3.Connection) -> int:
+            changed = db.execute(_REPLACE, params).rowcount
+            if purge:
+                _purge(db, now)
+            return changed
+
+        if await self._run(work) == 0:
             raise VersionConflict(c.key)
         self._remember(c, turns)
 
@@ -240,9 +225,7 @@ class SqliteStore:
             ).fetchone()
             return row is not None and bool(row[0])
 
-        removed = await self._point(work)
-        await self._after_write(now)
-        return removed
+        return await self._run(work)
 
     async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
         """The user's live conversations, newest first, one page of at most `limit`."""
@@ -283,23 +266,10 @@ class SqliteStore:
             return
         self._closed = True
         try:
-            self._inline.close()
             # Queued behind any call still running, so those finish before the close.
             await self._worker.run(self._connection.close)
         finally:
             self._worker.stop()
-
-    async def _point(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run a point statement on the loop's connection, or on the worker if it would wait."""
-        if self._closed:
-            raise RuntimeError("the SQLite conversation store is closed")
-        try:
-            return work(self._inline)
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode not in _WOULD_WAIT:
-                raise _unavailable() from exc
-        # Another connection holds a lock: nothing was executed, and the worker waits for it.
-        return await self._run(work)
 
     async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
         if self._closed:
@@ -308,34 +278,11 @@ class SqliteStore:
         try:
             return await self._worker.run(lambda: work(connection))
         except sqlite3.OperationalError as exc:
-            raise _unavailable() from exc
-
-    async def _after_write(self, now: float) -> None:
-        """Housekeeping a write may be due for, on the worker thread: purge, checkpoint."""
-        self._writes_since_checkpoint += 1
-        checkpoint = self._writes_since_checkpoint >= CHECKPOINT_EVERY
-        purge = self._purge_due()
-        if not (checkpoint or purge):
-            return
-        if checkpoint:
-            self._writes_since_checkpoint = 0
-
-        def work(db: sqlite3.Connection) -> None:
-            if purge:
-                _purge(db, now)
-            if checkpoint:
-                # PASSIVE: copies what no reader still needs and never waits for anyone.
-                db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-
-        try:
-            await self._run(work)
-        except Unavailable:
-            # The write itself is done; the next write tries the housekeeping again.
-            logger.warning("SQLite housekeeping (purge or checkpoint) failed; the next write retries it")
-            if purge:
-                self._next_purge = 0.0
-            if checkpoint:
-                self._writes_since_checkpoint = CHECKPOINT_EVERY
+            # Locked by another process beyond the busy timeout, disk full, file gone: all are
+            # conditions a later retry may get past, not bugs in the request.
+            raise Unavailable(
+                "The conversation store is busy or unavailable; retry shortly.", retry_after=1.0
+            ) from exc
 
     def _encoded_turns(self, c: Conversation) -> tuple[bytes, ...]:
         """The turns of `c` encoded, reusing those of the copy held here (same `Turn` objects)."""
@@ -379,28 +326,6 @@ def _connect(path: Path) -> sqlite3.Connection:
         connection.close()
         raise
     return connection
-
-
-def _connect_inline(path: Path) -> sqlite3.Connection:
-    """The loop's connection: it never waits for a lock and never checkpoints (see the module)."""
-    connection = sqlite3.connect(path, timeout=0, isolation_level=None)
-    try:
-        connection.execute("PRAGMA synchronous=NORMAL")
-        connection.execute("PRAGMA wal_autocheckpoint=0")
-    except BaseException:
-        connection.close()
-        raise
-    return connection
-
-
-#: Result codes of a statement that found another connection's lock: it did nothing.
-_WOULD_WAIT = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
-
-
-def _unavailable() -> Unavailable:
-    # Locked by another process beyond the busy timeout, disk full, file gone: all are conditions
-    # a later retry may get past, not bugs in the request.
-    return Unavailable("The conversation store is busy or unavailable; retry shortly.", retry_after=1.0)
 
 
 def _purge(db: sqlite3.Connection, now: float) -> None:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
 
@@ -118,71 +117,20 @@ async def test_expired_rows_are_purged_by_a_later_write(store: SqliteStore, path
     assert stored_keys(path) == ["mcp:oid-1:fresh"]
 
 
-async def test_point_statements_run_on_the_loop_and_the_rest_on_the_worker_thread(
-    store: SqliteStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sqlite_module, "CHECKPOINT_EVERY", 2)
-    loop_thread = threading.get_ident()
-    ran: list[tuple[str, str, bool]] = []  # (connection, statement, on the loop's thread)
+async def test_sqlite_work_runs_on_one_thread_that_is_not_the_loops(store: SqliteStore, clock: Clock) -> None:
+    threads: set[int] = set()
 
-    def tracer(connection: str) -> Callable[[str], None]:
-        def record(statement: str) -> None:
-            ran.append(
-                (connection, " ".join(statement.split()[:2]).upper(), threading.get_ident() == loop_thread)
-            )
+    def record(statement: str) -> None:
+        threads.add(threading.get_ident())
 
-        return record
-
-    store._inline.set_trace_callback(tracer("loop"))
-    await store._run(lambda db: db.set_trace_callback(tracer("worker")))
+    # The trace callback runs on whichever thread executes a statement.
+    await store._run(lambda db: db.set_trace_callback(record))
     await store.create(conversation(clock))
-    await store.replace(conversation(clock, version=2), expected_version=1)  # second write: checkpoint
+    await store.replace(conversation(clock, version=2), expected_version=1)
     await store.get("oid-1", "conv-1")
-    await store.list("oid-1", "tenant-1", limit=5)
-    await store.delete("oid-1", "conv-1")
-    await store.delete_all("oid-1", "tenant-1")
-
-    assert all(on_loop == (connection == "loop") for connection, _, on_loop in ran)
-    assert [statement for connection, statement, _ in ran if connection == "loop"] == [
-        "INSERT INTO",
-        "UPDATE CONVERSATIONS",
-        "SELECT CASE",
-        "DELETE FROM",
-    ]
-    assert [statement for connection, statement, _ in ran if connection == "worker"] == [
-        "DELETE FROM",  # the purge of expired rows, due on the first write
-        "PRAGMA WAL_CHECKPOINT(PASSIVE)",  # after the second
-        "SELECT CONVERSATION_ID,",  # the listing
-        "DELETE FROM",  # the bulk delete
-    ]
-
-
-async def test_checkpoints_keep_the_write_ahead_log_small(
-    store: SqliteStore, path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sqlite_module, "CHECKPOINT_EVERY", 8)
-    current = conversation(clock)
-    await store.create(current)
-    page = "x" * 9000  # about three pages a write
-    for version in range(2, 202):
-        nxt = dataclasses.replace(current, version=version, title=page[: 9000 - version])
-        await store.replace(nxt, expected_version=current.version)
-        current = nxt
-    # 200 writes of ~9 KB would leave a log of about 2.4 MB without checkpoints.
-    assert path.with_name(path.name + "-wal").stat().st_size < 512 * 1024
-
-
-async def test_a_statement_failing_on_the_loops_connection_reports_unavailable(
-    store: SqliteStore, clock: Clock, tmp_path: Path
-) -> None:
-    broken = sqlite3.connect(tmp_path / "empty.sqlite3")  # no conversations table in it
-    real, store._inline = store._inline, broken
-    try:
-        with pytest.raises(Unavailable):
-            await store.get("oid-1", "conv-1")
-    finally:
-        store._inline = real
-        broken.close()
+    await store.check()
+    assert len(threads) == 1
+    assert threading.get_ident() not in threads
 
 
 async def test_loop_keeps_running_while_a_write_waits_for_another_process(
