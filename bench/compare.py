@@ -1,0 +1,90 @@
+"""Two versions of Anvil side by side: CPU per call of a 2026-07-28 turn with history.
+
+    git worktree add /tmp/other <commit> && .venv/bin/python bench/compare.py /tmp/other
+
+Runs `anvil serve` from this checkout and from another one (its `app` package put first on
+PYTHONPATH, with this checkout's environment), both pinned to core 1, and drives them in
+alternating short runs with wrk (echo engine, dev tokens, SQLite history over 64
+conversations). Prints each one's median CPU per call and p99, and the median of the per-round
+ratios other / this: on a 2-core virtual machine, 12 rounds of 2 seconds resolve about 3 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import ROOT, LoadResult, Server, drive, free_port, serve
+from run import ANVIL
+
+
+@contextmanager
+def anvil_from(name: str, checkout: Path, data_dir: Path) -> Iterator[Server]:
+    port = free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    env = {
+        "ANVIL_PORT": str(port),
+        "ANVIL_DATA_DIR": str(data_dir),
+        "ANVIL_ANSWER_ENGINE": "echo",
+        "ANVIL_LOG_LEVEL": "warning",
+        "PYTHONPATH": str(checkout),
+    }
+    minted = subprocess.run(
+        [ANVIL, "token", "--user", "bench"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    with serve(name, [ANVIL, "serve"], env, port, token=minted.stdout.strip()) as server:
+        yield server
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("other", type=Path, help="another checkout of the project")
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    args = parser.parse_args()
+    if not (args.other / "app" / "__init__.py").is_file():
+        parser.error(f"{args.other} is not a checkout of the project (no app/__init__.py)")
+
+    checkouts = {"this": ROOT, "other": args.other.resolve()}
+    results: dict[str, list[LoadResult]] = {name: [] for name in checkouts}
+    with tempfile.TemporaryDirectory(prefix="anvil-compare-") as scratch, ExitStack() as stack:
+        servers = {
+            name: stack.enter_context(anvil_from(name, checkout, Path(scratch) / name))
+            for name, checkout in checkouts.items()
+        }
+        for server in servers.values():  # warm-up: conversations reach their turn limit
+            drive(server, flow="modern", ids=64, seconds=2)
+        for round_number in range(args.rounds):
+            order = list(servers.items())
+            if round_number % 2:
+                order.reverse()
+            for name, server in order:
+                results[name].append(drive(server, flow="modern", ids=64, seconds=args.seconds))
+
+    for name, runs in results.items():
+        cpu = statistics.median(r.cpu_us_per_call for r in runs)
+        p99 = statistics.median(r.p99_ms for r in runs)
+        print(f"{name:<6} {checkouts[name]}: CPU {cpu:.0f} µs/call, p99 {p99:.1f} ms")
+    pairs = zip(results["other"], results["this"], strict=True)
+    ratio = statistics.median(o.cpu_us_per_call / t.cpu_us_per_call for o, t in pairs)
+    print(f"other / this, median of per-round ratios: {ratio:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
