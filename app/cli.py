@@ -37,9 +37,9 @@ def _settings(**overrides: Any) -> Settings:
 
 def serve(args: argparse.Namespace) -> int:
     """Run the HTTP server until interrupted."""
-    # Start-up creates ~150k objects that live as long as the process (modules, schemas, the
-    # index) and almost no garbage; collecting while they pile up scans them again and again
-    # (~150 ms of a cold start). The app lifespan turns collection back on (`settle_heap`).
+    # Start-up creates objects that live as long as the process (modules, schemas, the index)
+    # and almost no garbage; collecting while they pile up scans them again and again (about
+    # 100 ms of a cold start here). The app's start-up turns collection back on (`settle_heap`).
     gc.disable()
     import uvicorn
 

@@ -50,7 +50,8 @@ def tokenize(text: str) -> list[str]:
     return [_stem(word) for word in _WORD.findall(text.lower()) if word not in _STOPWORDS]
 
 
-@functools.lru_cache(maxsize=16_384)  # the corpus has ~2k distinct words; indexing stems ~25k
+# A corpus has a few thousand distinct words, each occurring many times: stem each once.
+@functools.lru_cache(maxsize=16_384)
 def _stem(word: str) -> str:
     """A light suffix stripper: enough for "configured", "configures" and "configure" to meet."""
     if len(word) > 4 and word.endswith("ies"):
