@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
@@ -73,6 +74,23 @@ class AnvilMCPServer(MCPServer[Any]):
                 for item in cause.errors()
             )
             raise ToolError(f"Invalid arguments for {name}: {problems}. Fix them and call again.") from None
+
+
+class TextArguments(FuncMetadata):
+    """Argument handling that takes a string argument as the string it is.
+
+    The SDK parses a string argument as JSON when its annotation is not exactly `str` (as with
+    `str | None`), for clients that send lists as JSON text. Anvil's arguments are text or
+    numbers, so that only ever turned text such as instructions '["be brief"]' into a list, and
+    the call was refused.
+    """
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        return data
+
+    @classmethod
+    def of(cls, metadata: FuncMetadata) -> TextArguments:
+        return cls.model_construct(**{name: getattr(metadata, name) for name in FuncMetadata.model_fields})
 
 
 @contextmanager
@@ -149,6 +167,8 @@ def build_mcp_server(runtime: RuntimeRef, settings: Settings) -> AnvilMCPServer:
     from app.surface.mcp_conversations import register_conversation_tools
 
     tool_names = frozenset({"ask", "search", *register_conversation_tools(server, runtime)})
+    for tool in server._tool_manager.list_tools():  # the SDK offers no public handle to a tool
+        tool.fn_metadata = TextArguments.of(tool.fn_metadata)
     available = ", ".join(sorted(tool_names))
 
     async def protocol_fixes(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
