@@ -12,41 +12,16 @@ ratios other / this: on a 2-core virtual machine, 12 rounds of 2 seconds resolve
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import ROOT, LoadResult, Server, drive, free_port, serve
-from run import ANVIL
-
-
-@contextmanager
-def anvil_from(name: str, checkout: Path, data_dir: Path) -> Iterator[Server]:
-    port = free_port()
-    data_dir.mkdir(parents=True, exist_ok=True)
-    env = {
-        "ANVIL_PORT": str(port),
-        "ANVIL_DATA_DIR": str(data_dir),
-        "ANVIL_ANSWER_ENGINE": "echo",
-        "ANVIL_LOG_LEVEL": "warning",
-        "PYTHONPATH": str(checkout),
-    }
-    minted = subprocess.run(
-        [ANVIL, "token", "--user", "bench"],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    with serve(name, [ANVIL, "serve"], env, port, token=minted.stdout.strip()) as server:
-        yield server
+from harness import ROOT, LoadResult, drive
+from run import anvil
 
 
 def main() -> int:
@@ -64,7 +39,11 @@ def main() -> int:
     results: dict[str, list[LoadResult]] = {name: [] for name in checkouts}
     with tempfile.TemporaryDirectory(prefix="anvil-compare-") as scratch, ExitStack() as stack:
         servers = {
-            name: stack.enter_context(anvil_from(name, checkout, Path(scratch) / name))
+            # The other checkout's `app` package comes first on its server's import path; a dev
+            # token from this checkout's issuer serves both (same key file format).
+            name: stack.enter_context(
+                anvil(name, "echo", Path(scratch) / name, {"PYTHONPATH": str(checkout)})
+            )
             for name, checkout in checkouts.items()
         }
         for server in servers.values():  # warm-up: conversations reach their turn limit

@@ -39,13 +39,16 @@ def anvil_token(data_dir: Path) -> str:
 
 
 @contextmanager
-def anvil(name: str, engine: str, data_dir: Path) -> Iterator[Server]:
+def anvil(
+    name: str, engine: str, data_dir: Path, extra_env: dict[str, str] | None = None
+) -> Iterator[Server]:
     port = free_port()
     env = {
         "ANVIL_PORT": str(port),
         "ANVIL_DATA_DIR": str(data_dir),
         "ANVIL_ANSWER_ENGINE": engine,
         "ANVIL_LOG_LEVEL": "warning",
+        **(extra_env or {}),
     }
     data_dir.mkdir(parents=True, exist_ok=True)
     token = anvil_token(data_dir)

@@ -6,7 +6,7 @@ its errors to tool errors whose text tells an agent what to do next.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -15,7 +15,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS, CallToolResult, InputRequiredResult, TextContent
+from mcp_types import INVALID_PARAMS, CallToolResult, Icon, InputRequiredResult, TextContent, ToolAnnotations
 from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field, ValidationError
 
@@ -54,28 +54,6 @@ def ask_description(settings: Settings) -> str:
     )
 
 
-class AnvilMCPServer(MCPServer[Any]):
-    """`MCPServer` whose argument errors name each bad field in words an agent can act on.
-
-    The SDK reports them as raw pydantic text with documentation links and echoes the values.
-    """
-
-    async def call_tool(
-        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
-    ) -> CallToolResult | InputRequiredResult:
-        try:
-            return await super().call_tool(name, arguments, context)
-        except ToolError as error:
-            cause = error.__cause__
-            if not isinstance(cause, ValidationError):
-                raise
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in item['loc']) or 'arguments'}: {item['msg']}"
-                for item in cause.errors()
-            )
-            raise ToolError(f"Invalid arguments for {name}: {problems}. Fix them and call again.") from None
-
-
 class TextArguments(FuncMetadata):
     """Argument handling that takes a string argument as the string it is.
 
@@ -91,6 +69,45 @@ class TextArguments(FuncMetadata):
     @classmethod
     def of(cls, metadata: FuncMetadata) -> TextArguments:
         return cls.model_construct(**{name: getattr(metadata, name) for name in FuncMetadata.model_fields})
+
+
+class AnvilMCPServer(MCPServer[Any]):
+    """`MCPServer` that takes text arguments as sent (`TextArguments`) and whose argument errors
+    name each bad field in words an agent can act on.
+
+    The SDK reports them as raw pydantic text with documentation links and echoes the values.
+    """
+
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: ToolAnnotations | None = None,
+        icons: list[Icon] | None = None,
+        meta: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> None:
+        super().add_tool(fn, name, title, description, annotations, icons, meta, structured_output)
+        tool = self._tool_manager.get_tool(name or fn.__name__)  # the SDK offers no public handle
+        if tool is not None:
+            tool.fn_metadata = TextArguments.of(tool.fn_metadata)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            cause = error.__cause__
+            if not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in item['loc']) or 'arguments'}: {item['msg']}"
+                for item in cause.errors()
+            )
+            raise ToolError(f"Invalid arguments for {name}: {problems}. Fix them and call again.") from None
 
 
 @contextmanager
@@ -167,8 +184,6 @@ def build_mcp_server(runtime: RuntimeRef, settings: Settings) -> AnvilMCPServer:
     from app.surface.mcp_conversations import register_conversation_tools
 
     tool_names = frozenset({"ask", "search", *register_conversation_tools(server, runtime)})
-    for tool in server._tool_manager.list_tools():  # the SDK offers no public handle to a tool
-        tool.fn_metadata = TextArguments.of(tool.fn_metadata)
     available = ", ".join(sorted(tool_names))
 
     async def protocol_fixes(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:

@@ -14,6 +14,8 @@ from typing import IO, Any
 
 import httpx
 
+from support.anvil_server import stop
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NODE = REPO_ROOT / "node_modules" / ".bin" / "node"
 LAUNCHER = Path(__file__).with_name("cosmos_server.mjs")
@@ -142,12 +144,7 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
         # Closing stdin is the launcher's signal to exit; terminate covers a stuck event loop.
         if process.stdin is not None and not process.stdin.closed:
             process.stdin.close()
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
     for stream in (process.stdin, process.stdout, process.stderr):
         if stream is not None and not stream.closed:
             stream.close()

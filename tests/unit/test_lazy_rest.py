@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -25,16 +26,11 @@ DIRECT_GETS = [
 ]
 
 
-async def started(settings: Settings) -> AsyncIterator[Anvil]:
-    app = create_app(settings)
-    async with app._lifespan(app):
-        yield app
-
-
 @pytest.fixture(params=["dev", "none"])
 async def anvil(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Anvil]:
     settings = Settings(auth_mode=request.param, store="memory", answer_engine="echo", data_dir=tmp_path)
-    async for app in started(settings):
+    app = create_app(settings)
+    async with app._lifespan(app):
         yield app
 
 
@@ -46,6 +42,11 @@ async def get(app: object, path: str, method: str = "GET") -> httpx.Response:
 async def test_probes_discovery_and_mcp_are_answered_without_building_the_rest_app(anvil: Anvil) -> None:
     for path in DIRECT_GETS:
         await get(anvil, path)
+    await list_tools(anvil)
+    assert anvil._api is None
+
+
+async def list_tools(anvil: Anvil) -> None:
     headers = {"Accept": "application/json, text/event-stream"}
     if anvil.settings.auth_mode == "dev":
         headers["Authorization"] = f"Bearer {DevIssuer.load_or_create(anvil.settings.data_dir).mint('alice')}"
@@ -54,7 +55,27 @@ async def test_probes_discovery_and_mcp_are_answered_without_building_the_rest_a
             "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, headers=headers
         )
     assert reply.status_code == 200 and reply.json()["result"]["tools"]
-    assert anvil._api is None
+
+
+async def test_mcp_calls_are_answered_while_the_rest_app_is_being_built(
+    anvil: Anvil, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    building, release = threading.Event(), threading.Event()
+    build = anvil._build_api
+
+    def slow_build() -> object:
+        building.set()
+        release.wait(10)
+        return build()
+
+    monkeypatch.setattr(anvil, "_build_api", slow_build)
+    async with anyio.create_task_group() as group:
+        group.start_soon(get, anvil, "/openapi.json")
+        await anyio.to_thread.run_sync(building.wait, 10)
+        await list_tools(anvil)  # answered while the build is still held
+        assert anvil._api is None
+        release.set()
+    assert anvil._api is not None
 
 
 @pytest.mark.parametrize("path", DIRECT_GETS)
