@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import operator
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
 _CONVERSATION_ID = re.compile(CONVERSATION_ID_PATTERN)
@@ -43,10 +42,6 @@ class Turn:
         return len(self.question.encode()) + len(self.answer.encode()) + 64
 
 
-_QUESTION = operator.attrgetter("question")
-_ANSWER = operator.attrgetter("answer")
-
-
 @dataclass(frozen=True, slots=True)
 class Conversation:
     """A conversation as stored: identity, the turns still kept, and bookkeeping.
@@ -67,6 +62,9 @@ class Conversation:
     dropped: int = 0
     instructions: str | None = None
     title: str | None = None
+    #: `Turn.size` summed over `turns` when `with_turn` made this value; -1 (unknown) otherwise.
+    #: Not an init field, so `replace` and every other construction start from unknown.
+    _turn_bytes: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -93,21 +91,21 @@ class Conversation:
         question length, and dropping the turn just answered would lose it silently.
         """
         turns = (*self.turns, turn)
-        drop = min(max(0, len(turns) - max_turns), len(turns) - 1)
-        # A character is at most 4 bytes of UTF-8: the exact count is needed only when that
-        # bound does not already fit.
-        kept = turns[drop:]
-        characters = sum(map(len, map(_QUESTION, kept))) + sum(map(len, map(_ANSWER, kept)))
-        if 4 * characters + 64 * len(kept) > max_bytes:
-            total = sum(t.size() for t in turns[drop:])
-            while len(turns) - drop > 1 and total > max_bytes:
-                total -= turns[drop].size()
-                drop += 1
-        return replace(
+        # The size of the kept turns is carried from turn to turn, so a turn measures only the
+        # text it adds and the text it drops, however long the conversation.
+        total = self._turn_bytes if self._turn_bytes >= 0 else sum(t.size() for t in self.turns)
+        total += turn.size()
+        drop = 0
+        while len(turns) - drop > 1 and (len(turns) - drop > max_turns or total > max_bytes):
+            total -= turns[drop].size()
+            drop += 1
+        updated = replace(
             self,
-            turns=turns[drop:],
+            turns=turns[drop:] if drop else turns,
             dropped=self.dropped + drop,
             updated_at=now,
             expires_at=now + ttl_seconds,
             version=self.version + 1,
         )
+        object.__setattr__(updated, "_turn_bytes", total)  # frozen: set once, before anyone sees it
+        return updated

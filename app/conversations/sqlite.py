@@ -39,6 +39,11 @@ DECODED_CACHE_SIZE = 1024
 #: How often (seconds) a write also deletes every expired row, so the file does not grow forever.
 PURGE_INTERVAL = 600.0
 
+#: Width (seconds) of the expiry buckets the purge finds expired rows by. A conversation's
+#: bucket moves at most once per bucket width, so its index entry is rewritten that rarely,
+#: not on every turn as an index on `expires_at` itself would be.
+EXPIRY_BUCKET_SECONDS = 3600
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
     key TEXT PRIMARY KEY,
@@ -47,23 +52,34 @@ CREATE TABLE IF NOT EXISTS conversations (
     version INTEGER NOT NULL,
     updated_at REAL NOT NULL,
     expires_at REAL NOT NULL,
-    document TEXT NOT NULL
+    document TEXT NOT NULL,
+    -- expires_at // EXPIRY_BUCKET_SECONDS, placed last as ALTER TABLE places it in older files.
+    expiry_bucket INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS conversations_by_owner ON conversations (oid, updated_at);
 -- Lets the periodic purge find expired rows without scanning the table while holding the lock.
-CREATE INDEX IF NOT EXISTS conversations_by_expiry ON conversations (expires_at);
+CREATE INDEX IF NOT EXISTS conversations_by_expiry_bucket ON conversations (expiry_bucket);
+"""
+
+# Files written before expiry buckets existed: add the column, fill it, swap the indexes.
+_MIGRATE_EXPIRY_BUCKETS = f"""
+ALTER TABLE conversations ADD COLUMN expiry_bucket INTEGER NOT NULL DEFAULT 0;
+UPDATE conversations SET expiry_bucket = CAST(expires_at / {EXPIRY_BUCKET_SECONDS} AS INTEGER);
+DROP INDEX IF EXISTS conversations_by_expiry;
 """
 
 # Inserts, or takes over the key only when the row there has expired: one statement, so two
 # processes creating the same conversation cannot both succeed.
 _CREATE = """
-INSERT INTO conversations (key, oid, conversation_id, version, updated_at, expires_at, document)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO conversations
+    (key, oid, conversation_id, version, updated_at, expires_at, document, expiry_bucket)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
     version = excluded.version,
     updated_at = excluded.updated_at,
     expires_at = excluded.expires_at,
-    document = excluded.document
+    document = excluded.document,
+    expiry_bucket = excluded.expiry_bucket
 WHERE conversations.expires_at <= ?
 """
 
@@ -72,8 +88,16 @@ SELECT CASE WHEN version = ? AND updated_at = ? THEN NULL ELSE document END
 FROM conversations WHERE key = ? AND expires_at > ?
 """
 
+# A turn: first as the common case, expiry still in the same bucket (the bucket's index entry
+# is left alone); when that matches no row, `_REPLACE_MOVING` (the bucket moved, or the version
+# is not the expected one, which it then reports too).
 _REPLACE = """
 UPDATE conversations SET version = ?, updated_at = ?, expires_at = ?, document = ?
+WHERE key = ? AND version = ? AND expires_at > ? AND expiry_bucket = ?
+"""
+
+_REPLACE_MOVING = """
+UPDATE conversations SET version = ?, updated_at = ?, expires_at = ?, document = ?, expiry_bucket = ?
 WHERE key = ? AND version = ? AND expires_at > ?
 """
 
@@ -186,7 +210,8 @@ class SqliteStore:
         """Store a new conversation; `VersionConflict` if a live one already has its key."""
         c, now, purge = conversation, self._clock(), self._purge_due()
         turns = self._encoded_turns(c)
-        row = (c.key, c.oid, c.conversation_id, c.version, c.updated_at, c.expires_at, _dumps(c, turns), now)
+        document, bucket = _dumps(c, turns), _bucket(c.expires_at)
+        row = (c.key, c.oid, c.conversation_id, c.version, c.updated_at, c.expires_at, document, bucket, now)
 
         def work(db: sqlite3.Connection) -> int:
             changed = db.execute(_CREATE, row).rowcount
@@ -202,10 +227,13 @@ class SqliteStore:
         """Overwrite the stored conversation if its version is still `expected_version`."""
         c, now, purge = conversation, self._clock(), self._purge_due()
         turns = self._encoded_turns(c)
-        params = (c.version, c.updated_at, c.expires_at, _dumps(c, turns), c.key, expected_version, now)
+        document, bucket = _dumps(c, turns), _bucket(c.expires_at)
+        values, where = (c.version, c.updated_at, c.expires_at, document), (c.key, expected_version, now)
 
         def work(db: sqlite3.Connection) -> int:
-            changed = db.execute(_REPLACE, params).rowcount
+            changed = db.execute(_REPLACE, (*values, *where, bucket)).rowcount
+            if changed == 0:
+                changed = db.execute(_REPLACE_MOVING, (*values, bucket, *where)).rowcount
             if purge:
                 _purge(db, now)
             return changed
@@ -321,15 +349,39 @@ def _connect(path: Path) -> sqlite3.Connection:
         connection.execute("PRAGMA journal_mode=WAL")
         # Safe with WAL (a crash loses at most the last commits, never corrupts) and much faster.
         connection.execute("PRAGMA synchronous=NORMAL")
-        connection.executescript(_SCHEMA)
+        _create_schema(connection)
     except BaseException:
         connection.close()
         raise
     return connection
 
 
+def _create_schema(db: sqlite3.Connection) -> None:
+    """Create the tables and indexes, or bring a file from an earlier Anvil up to date.
+
+    One immediate transaction, so processes opening the same file at once do it exactly once.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(conversations)")}
+        if columns and "expiry_bucket" not in columns:
+            for statement in filter(str.strip, _MIGRATE_EXPIRY_BUCKETS.split(";")):
+                db.execute(statement)
+        for statement in filter(str.strip, _SCHEMA.split(";")):
+            db.execute(statement)
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _bucket(expires_at: float) -> int:
+    return int(expires_at // EXPIRY_BUCKET_SECONDS)
+
+
 def _purge(db: sqlite3.Connection, now: float) -> None:
-    db.execute("DELETE FROM conversations WHERE expires_at <= ?", (now,))
+    # Every expired row is in a bucket up to now's; the exact time decides within it.
+    db.execute("DELETE FROM conversations WHERE expiry_bucket <= ? AND expires_at <= ?", (_bucket(now), now))
 
 
 def _dumps(c: Conversation, turns: tuple[bytes, ...]) -> str:

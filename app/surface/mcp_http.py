@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import pydantic_core
 from mcp.server._streamable_http_modern import _SingleExchangeDispatchContext
 from mcp.server.connection import Connection
 from mcp.server.mcpserver import MCPServer
@@ -36,7 +37,7 @@ from mcp.shared.inbound import (
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
-from mcp_types import DEFAULT_NEGOTIATED_VERSION, JSONRPCError, JSONRPCResponse
+from mcp_types import DEFAULT_NEGOTIATED_VERSION, JSONRPCError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -114,16 +115,21 @@ class McpEndpoint:
                 reply["result"] = result
             else:
                 reply["error"] = error.model_dump(mode="json", by_alias=True, exclude_none=True)
-            await _send_json(send, 200, reply)
+            # Encoded by pydantic-core as the SDK's session path encodes it: text stays UTF-8.
+            await _send_json(send, 200, pydantic_core.to_json(reply))
             return
-        # 2026-07-28: the error code decides the HTTP status; dumped as the SDK's entry dumps it.
-        envelope: JSONRPCResponse | JSONRPCError
+        # 2026-07-28: the error code decides the HTTP status; encoded as the SDK's entry encodes
+        # it (the json module, non-ASCII escaped). A result is already JSON-ready, so the
+        # envelope needs no model around it.
         if error is None:
-            envelope, status = JSONRPCResponse(jsonrpc="2.0", id=request_id, result=result), 200
+            envelope: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            status = 200
         else:
-            envelope = JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+            envelope = JSONRPCError(jsonrpc="2.0", id=request_id, error=error).model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
             status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
-        await _send_json(send, status, envelope.model_dump(mode="json", by_alias=True, exclude_none=True))
+        await _send_json(send, status, json.dumps(envelope, separators=(",", ":")).encode())
 
     def _modern_route(
         self, pairs: list[tuple[str, str]], folded: dict[str, str], message: Mapping[str, Any]
@@ -184,8 +190,7 @@ def _single_exchange_message(headers: Mapping[str, str], body: bytes) -> dict[st
     return message
 
 
-async def _send_json(send: Send, status: int, payload: Any) -> None:
-    body = json.dumps(payload, separators=(",", ":")).encode()
+async def _send_json(send: Send, status: int, body: bytes) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

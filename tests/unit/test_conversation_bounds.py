@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from app.conversations.codec import from_document, to_document
 from app.conversations.model import Conversation, Turn
 
 TEXTS = ["", "a", "short question", "é" * 40, "漢字" * 30, "🙂" * 25, "x" * 300]
@@ -28,6 +29,9 @@ def test_with_turn_drops_what_the_rule_drops(seed: int) -> None:
     conversation = Conversation("oid", "tid", "c", 0.0, 0.0, 1.0)
     for number in range(1, rng.randint(2, 30)):
         turn = Turn(number, rng.choice(TEXTS), rng.choice(TEXTS), float(number))
+        if rng.random() < 0.3:
+            # As read back from a store: a copy that has not been through `with_turn`.
+            conversation = from_document(to_document(conversation))
         expected_drop = kept_by_the_rule([*conversation.turns, turn], max_turns, max_bytes)
         before = conversation
         conversation = conversation.with_turn(

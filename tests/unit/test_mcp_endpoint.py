@@ -39,6 +39,7 @@ REQUESTS = {
     "tools/list": {"jsonrpc": "2.0", "id": "list-1", "method": "tools/list"},
     "tools/list with params": {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
     "ask one-shot": call("ask", {"question": "same either way?"}),
+    "ask in other scripts": call("ask", {"question": "Grüße — 日本語で? \U0001f600"}),
     "ask with an ignored id": call("ask", {"question": "q", "conversationId": "abc"}),
     "ask with a bad id": call("ask", {"question": "q", "conversationId": "not valid!"}),
     "ask without a question": call("ask", {}),

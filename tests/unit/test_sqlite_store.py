@@ -8,6 +8,7 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator
 from contextlib import closing
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -278,3 +279,139 @@ async def test_each_write_stores_the_whole_document_while_reusing_encoded_turns(
         assert await other.get("oid-1", "conv-1") == current
     finally:
         await other.aclose()
+
+
+def buckets(path: Path) -> dict[str, tuple[int, int]]:
+    """Each row's (stored expiry bucket, the bucket its expires_at belongs in)."""
+    with closing(sqlite3.connect(path)) as raw:
+        return {
+            key: (stored, int(expires_at // sqlite_module.EXPIRY_BUCKET_SECONDS))
+            for key, stored, expires_at in raw.execute(
+                "SELECT key, expiry_bucket, expires_at FROM conversations"
+            )
+        }
+
+
+#: Long enough to outlive the clock moves of the bucket tests.
+LONG_TTL = 10 * sqlite_module.EXPIRY_BUCKET_SECONDS
+
+
+async def test_turns_keep_the_expiry_bucket_right_as_expiry_moves_across_buckets(
+    store: SqliteStore, path: Path, clock: Clock
+) -> None:
+    current = replace(conversation(clock), expires_at=clock.now + LONG_TTL)
+    await store.create(current)
+    # Steps inside one bucket (the write that leaves the bucket alone) and across buckets.
+    bucket = sqlite_module.EXPIRY_BUCKET_SECONDS
+    for step in (1.0, 60.0, bucket * 1.5, 5.0, bucket * 3):
+        clock.now += step
+        turn = Turn(current.next_turn_number, "q", "a", clock.now)
+        following = current.with_turn(
+            turn, now=clock.now, ttl_seconds=LONG_TTL, max_turns=10, max_bytes=10_000
+        )
+        await store.replace(following, expected_version=current.version)
+        current = following
+        stored, expected = buckets(path)[current.key]
+        assert stored == expected
+        # A stale version is refused whether or not the bucket moves.
+        with pytest.raises(VersionConflict):
+            await store.replace(following, expected_version=current.version - 1)
+    assert await store.get("oid-1", "conv-1") == current
+
+
+async def test_a_conversation_is_purged_once_its_moved_expiry_passes_not_before(
+    store: SqliteStore, path: Path, clock: Clock
+) -> None:
+    first = replace(conversation(clock, "kept-alive"), expires_at=clock.now + LONG_TTL)
+    await store.create(first)
+    clock.now += 2 * sqlite_module.EXPIRY_BUCKET_SECONDS
+    turn = Turn(2, "q", "a", clock.now)
+    moved = first.with_turn(turn, now=clock.now, ttl_seconds=LONG_TTL, max_turns=10, max_bytes=10_000)
+    await store.replace(moved, expected_version=1)
+    # Past the first expiry, before the moved one: a purging write keeps it.
+    clock.now = first.expires_at + sqlite_module.PURGE_INTERVAL
+    await store.create(conversation(clock, "purge-1"))
+    assert "mcp:oid-1:kept-alive" in stored_keys(path)
+    clock.now = moved.expires_at + sqlite_module.PURGE_INTERVAL
+    await store.create(conversation(clock, "purge-2"))
+    assert "mcp:oid-1:kept-alive" not in stored_keys(path)
+
+
+async def test_the_purge_keeps_a_conversation_expiring_later_in_the_current_bucket(
+    store: SqliteStore, path: Path, clock: Clock
+) -> None:
+    bucket = sqlite_module.EXPIRY_BUCKET_SECONDS
+    clock.now = (clock.now // bucket + 1) * bucket + 1  # just into a bucket
+    late = replace(conversation(clock, "late"), expires_at=clock.now + sqlite_module.PURGE_INTERVAL * 2)
+    early = replace(conversation(clock, "early"), expires_at=clock.now + 1)
+    await store.create(late)
+    await store.create(early)
+    clock.now += sqlite_module.PURGE_INTERVAL  # both in now's bucket; only one has expired
+    await store.create(conversation(clock, "purging"))
+    assert stored_keys(path) == ["mcp:oid-1:late", "mcp:oid-1:purging"]
+
+
+# The schema of files written before expiry buckets existed.
+_OLD_SCHEMA = """
+CREATE TABLE conversations (
+    key TEXT PRIMARY KEY, oid TEXT NOT NULL, conversation_id TEXT NOT NULL,
+    version INTEGER NOT NULL, updated_at REAL NOT NULL, expires_at REAL NOT NULL,
+    document TEXT NOT NULL
+);
+CREATE INDEX conversations_by_owner ON conversations (oid, updated_at);
+CREATE INDEX conversations_by_expiry ON conversations (expires_at);
+"""
+
+
+def write_old_file(path: Path, *conversations: Conversation) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(path)) as raw, raw:
+        raw.executescript(_OLD_SCHEMA)
+        for c in conversations:
+            raw.execute(
+                "INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    c.key,
+                    c.oid,
+                    c.conversation_id,
+                    c.version,
+                    c.updated_at,
+                    c.expires_at,
+                    json.dumps(to_document(c)),
+                ),
+            )
+
+
+def indexes(path: Path) -> set[str]:
+    with closing(sqlite3.connect(path)) as raw:
+        return {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+
+
+async def test_a_file_from_before_expiry_buckets_keeps_its_conversations_and_is_purged(
+    path: Path, clock: Clock
+) -> None:
+    live = conversation(clock, "live", version=3)
+    write_old_file(path, live)
+    # Two processes open the file at once: one of them migrates it, both work.
+    first, second = await asyncio.gather(SqliteStore.open(path, clock), SqliteStore.open(path, clock))
+    try:
+        assert indexes(path) >= {"conversations_by_owner", "conversations_by_expiry_bucket"}
+        assert "conversations_by_expiry" not in indexes(path)
+        assert all(stored == expected for stored, expected in buckets(path).values())
+        assert await first.get("oid-1", "live") == live
+        clock.now += 1
+        turn = Turn(4, "q4", "a4", clock.now)
+        following = live.with_turn(turn, now=clock.now, ttl_seconds=TTL, max_turns=10, max_bytes=10_000)
+        await second.replace(following, expected_version=3)
+        assert await first.get("oid-1", "live") == following
+        # The migrated row expires and goes with the next purge like any other.
+        clock.now = following.expires_at + sqlite_module.PURGE_INTERVAL
+        await first.create(conversation(clock, "after"))
+        assert stored_keys(path) == ["mcp:oid-1:after"]
+    finally:
+        await first.aclose()
+        await second.aclose()
+    # Opening it again changes nothing.
+    again = await SqliteStore.open(path, clock)
+    await again.aclose()
+    assert "conversations_by_expiry" not in indexes(path)
