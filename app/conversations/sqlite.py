@@ -39,10 +39,14 @@ DECODED_CACHE_SIZE = 1024
 #: How often (seconds) a write also deletes every expired row, so the file does not grow forever.
 PURGE_INTERVAL = 600.0
 
-#: Width (seconds) of the expiry buckets the purge finds expired rows by. A conversation's
-#: bucket moves at most once per bucket width, so its index entry is rewritten that rarely,
-#: not on every turn as an index on `expires_at` itself would be.
-EXPIRY_BUCKET_SECONDS = 3600
+#: Width (seconds) of the time buckets the two indexes are built on. A turn moves a
+#: conversation's `updated_at` and `expires_at`, but their buckets at most once per bucket
+#: width, so a turn almost never rewrites an index entry (exact times would on every turn,
+#: which was a third of a turn's cost in SQLite).
+BUCKET_SECONDS = 3600
+
+#: Before any cursor: above every bucket.
+_NO_BUCKET_BOUND = 2**62
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -53,33 +57,37 @@ CREATE TABLE IF NOT EXISTS conversations (
     updated_at REAL NOT NULL,
     expires_at REAL NOT NULL,
     document TEXT NOT NULL,
-    -- expires_at // EXPIRY_BUCKET_SECONDS, placed last as ALTER TABLE places it in older files.
-    expiry_bucket INTEGER NOT NULL
+    -- The buckets of expires_at and updated_at (anvil_bucket), placed last, as ALTER TABLE
+    -- places them in files from before they existed.
+    expiry_bucket INTEGER NOT NULL,
+    updated_bucket INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS conversations_by_owner ON conversations (oid, updated_at);
+-- A user's conversations, newest first: walked bucket by bucket, sorted within one.
+CREATE INDEX IF NOT EXISTS conversations_by_owner_bucket ON conversations (oid, updated_bucket);
 -- Lets the periodic purge find expired rows without scanning the table while holding the lock.
 CREATE INDEX IF NOT EXISTS conversations_by_expiry_bucket ON conversations (expiry_bucket);
-"""
-
-# Files written before expiry buckets existed: add the column, fill it, swap the indexes.
-_MIGRATE_EXPIRY_BUCKETS = f"""
-ALTER TABLE conversations ADD COLUMN expiry_bucket INTEGER NOT NULL DEFAULT 0;
-UPDATE conversations SET expiry_bucket = CAST(expires_at / {EXPIRY_BUCKET_SECONDS} AS INTEGER);
+-- Files from before the buckets: their indexes on exact times go (the columns are added first).
+DROP INDEX IF EXISTS conversations_by_owner;
 DROP INDEX IF EXISTS conversations_by_expiry;
 """
+
+#: Bucket columns that files from before them lack, and the time each is the bucket of.
+_BUCKET_COLUMNS = {"expiry_bucket": "expires_at", "updated_bucket": "updated_at"}
 
 # Inserts, or takes over the key only when the row there has expired: one statement, so two
 # processes creating the same conversation cannot both succeed.
 _CREATE = """
-INSERT INTO conversations
-    (key, oid, conversation_id, version, updated_at, expires_at, document, expiry_bucket)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+INSERT INTO conversations (
+    key, oid, conversation_id, version, updated_at, expires_at, document, expiry_bucket, updated_bucket
+)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
     version = excluded.version,
     updated_at = excluded.updated_at,
     expires_at = excluded.expires_at,
     document = excluded.document,
-    expiry_bucket = excluded.expiry_bucket
+    expiry_bucket = excluded.expiry_bucket,
+    updated_bucket = excluded.updated_bucket
 WHERE conversations.expires_at <= ?
 """
 
@@ -88,22 +96,24 @@ SELECT CASE WHEN version = ? AND updated_at = ? THEN NULL ELSE document END
 FROM conversations WHERE key = ? AND expires_at > ?
 """
 
-# A turn: first as the common case, expiry still in the same bucket (the bucket's index entry
-# is left alone); when that matches no row, `_REPLACE_MOVING` (the bucket moved, or the version
-# is not the expected one, which it then reports too).
+# A turn: first as the common case, both times still in the buckets stored (no index entry
+# changes); when that matches no row, `_REPLACE_MOVING` (a bucket moved, or the version is not
+# the expected one, which it then reports too).
 _REPLACE = """
 UPDATE conversations SET version = ?, updated_at = ?, expires_at = ?, document = ?
-WHERE key = ? AND version = ? AND expires_at > ? AND expiry_bucket = ?
+WHERE key = ? AND version = ? AND expires_at > ? AND expiry_bucket = ? AND updated_bucket = ?
 """
 
 _REPLACE_MOVING = """
-UPDATE conversations SET version = ?, updated_at = ?, expires_at = ?, document = ?, expiry_bucket = ?
+UPDATE conversations
+SET version = ?, updated_at = ?, expires_at = ?, document = ?, expiry_bucket = ?, updated_bucket = ?
 WHERE key = ? AND version = ? AND expires_at > ?
 """
 
 
 # Newest first, ties by conversation id; the cursor is the (updated_at, conversation_id) of the
-# last row of the previous page.
+# last row of the previous page. Ordering by bucket first is the same order (a bucket is a
+# floor of the time) and lets the index deliver rows a bucket at a time.
 _LIST = """
 SELECT conversation_id, json_extract(document, '$.title'),
        -- turnCount is absent from documents written before it existed: derive it from the turns.
@@ -111,9 +121,9 @@ SELECT conversation_id, json_extract(document, '$.title'),
                 json_extract(document, '$.dropped')),
        updated_at, expires_at
 FROM conversations
-WHERE oid = ? AND json_extract(document, '$.tid') = ? AND expires_at > ?
+WHERE oid = ? AND updated_bucket <= ? AND json_extract(document, '$.tid') = ? AND expires_at > ?
   AND (updated_at < ? OR (updated_at = ? AND conversation_id > ?))
-ORDER BY updated_at DESC, conversation_id ASC
+ORDER BY updated_bucket DESC, updated_at DESC, conversation_id ASC
 LIMIT ?
 """
 
@@ -210,11 +220,11 @@ class SqliteStore:
         """Store a new conversation; `VersionConflict` if a live one already has its key."""
         c, now, purge = conversation, self._clock(), self._purge_due()
         turns = self._encoded_turns(c)
-        document, bucket = _dumps(c, turns), _bucket(c.expires_at)
-        row = (c.key, c.oid, c.conversation_id, c.version, c.updated_at, c.expires_at, document, bucket, now)
+        buckets = (_bucket(c.expires_at), _bucket(c.updated_at))
+        row = (c.key, c.oid, c.conversation_id, c.version, c.updated_at, c.expires_at, _dumps(c, turns))
 
         def work(db: sqlite3.Connection) -> int:
-            changed = db.execute(_CREATE, row).rowcount
+            changed = db.execute(_CREATE, (*row, *buckets, now)).rowcount
             if purge:
                 _purge(db, now)
             return changed
@@ -227,13 +237,13 @@ class SqliteStore:
         """Overwrite the stored conversation if its version is still `expected_version`."""
         c, now, purge = conversation, self._clock(), self._purge_due()
         turns = self._encoded_turns(c)
-        document, bucket = _dumps(c, turns), _bucket(c.expires_at)
-        values, where = (c.version, c.updated_at, c.expires_at, document), (c.key, expected_version, now)
+        values = (c.version, c.updated_at, c.expires_at, _dumps(c, turns))
+        where, buckets = (c.key, expected_version, now), (_bucket(c.expires_at), _bucket(c.updated_at))
 
         def work(db: sqlite3.Connection) -> int:
-            changed = db.execute(_REPLACE, (*values, *where, bucket)).rowcount
+            changed = db.execute(_REPLACE, (*values, *where, *buckets)).rowcount
             if changed == 0:
-                changed = db.execute(_REPLACE_MOVING, (*values, bucket, *where)).rowcount
+                changed = db.execute(_REPLACE_MOVING, (*values, *buckets, *where)).rowcount
             if purge:
                 _purge(db, now)
             return changed
@@ -258,10 +268,15 @@ class SqliteStore:
     async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
         """The user's live conversations, newest first, one page of at most `limit`."""
         now = self._clock()
-        updated_at, after_id = decode_cursor(cursor) if cursor is not None else (float("inf"), "")
+        if cursor is None:
+            updated_at, after_id, bucket = float("inf"), "", _NO_BUCKET_BOUND
+        else:
+            updated_at, after_id = decode_cursor(cursor)
+            bucket = _bucket(updated_at)
+        params = (oid, bucket, tid, now, updated_at, updated_at, after_id, limit + 1)
 
         def work(db: sqlite3.Connection) -> list[tuple[str, str | None, int, float, float]]:
-            return db.execute(_LIST, (oid, tid, now, updated_at, updated_at, after_id, limit + 1)).fetchall()
+            return db.execute(_LIST, params).fetchall()
 
         rows = await self._run(work)
         page = tuple(
@@ -357,16 +372,18 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def _create_schema(db: sqlite3.Connection) -> None:
-    """Create the tables and indexes, or bring a file from an earlier Anvil up to date.
+    """Create the table and indexes, or bring a file from an earlier Anvil up to date.
 
     One immediate transaction, so processes opening the same file at once do it exactly once.
     """
+    db.create_function("anvil_bucket", 1, _bucket, deterministic=True)
     db.execute("BEGIN IMMEDIATE")
     try:
         columns = {row[1] for row in db.execute("PRAGMA table_info(conversations)")}
-        if columns and "expiry_bucket" not in columns:
-            for statement in filter(str.strip, _MIGRATE_EXPIRY_BUCKETS.split(";")):
-                db.execute(statement)
+        for column, time_column in _BUCKET_COLUMNS.items():
+            if columns and column not in columns:
+                db.execute(f"ALTER TABLE conversations ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+                db.execute(f"UPDATE conversations SET {column} = anvil_bucket({time_column})")
         for statement in filter(str.strip, _SCHEMA.split(";")):
             db.execute(statement)
     except BaseException:
@@ -375,8 +392,9 @@ def _create_schema(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
-def _bucket(expires_at: float) -> int:
-    return int(expires_at // EXPIRY_BUCKET_SECONDS)
+def _bucket(time: float) -> int:
+    """The bucket a time (seconds since the epoch) falls in, as stored beside it."""
+    return int(time // BUCKET_SECONDS)
 
 
 def _purge(db: sqlite3.Connection, now: float) -> None:

@@ -119,11 +119,10 @@ def tool_errors() -> Iterator[None]:
         raise ToolError(error.message) from None
 
 
-def tool_result(text: str, output: BaseModel) -> CallToolResult:
-    """A tool result: `text` for text consumers, `output` as structuredContent."""
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=output.model_dump(mode="json")
-    )
+def tool_result(text: str, output: BaseModel | dict[str, Any]) -> CallToolResult:
+    """A tool result: `text` for text consumers, `output` (a model, or one dumped) as structuredContent."""
+    content = output.model_dump(mode="json") if isinstance(output, BaseModel) else output
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=content)
 
 
 def principal_from(ctx: Context) -> Principal | None:
@@ -162,7 +161,7 @@ def build_mcp_server(runtime: RuntimeRef, settings: Settings) -> AnvilMCPServer:
         request = AskRequest(question, conversationId, instructions, clientRequestId)
         with tool_errors():
             result = await runtime.get().service.ask(principal_from(ctx), request)
-        return tool_result(result.answer, AskOutput.of(result))
+        return tool_result(result.answer, AskOutput.content(result))
 
     @server.tool(
         name="search",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 import pydantic_core
@@ -49,6 +50,8 @@ from app.surface.guard import read_body, replay_body
 SINGLE_EXCHANGE_METHODS = frozenset({"tools/call", "tools/list"})
 _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 _MCP_PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
+#: `json.dumps(..., separators=(",", ":"))`, as the SDK's 2026-07-28 entry encodes, made once.
+_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 class McpEndpoint:
@@ -129,7 +132,7 @@ class McpEndpoint:
                 mode="json", by_alias=True, exclude_none=True
             )
             status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
-        await _send_json(send, status, json.dumps(envelope, separators=(",", ":")).encode())
+        await _send_json(send, status, _JSON.encode(envelope).encode())
 
     def _modern_route(
         self, pairs: list[tuple[str, str]], folded: dict[str, str], message: Mapping[str, Any]
@@ -139,9 +142,10 @@ class McpEndpoint:
         None for a duplicated routing header, an envelope the SDK rejects (its own error then
         goes out), any `Mcp-Param-*` header, and a tool whose schema declares such headers.
         """
-        if any(name.startswith(_MCP_PARAM_PREFIX) for name in folded):
+        if any(map(str.startswith, folded, repeat(_MCP_PARAM_PREFIX))):
             return None
-        if find_duplicated_routing_header(pairs):
+        # A repeated routing header needs a repeated name (ASGI names are lower case).
+        if len(folded) < len(pairs) and find_duplicated_routing_header(pairs):
             return None
         verdict = classify_inbound_request(message, headers=folded)
         if not isinstance(verdict, InboundModernRoute):

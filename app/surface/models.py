@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +56,21 @@ class AskOutput(BaseModel):
                 SourceRef(source=p.source, heading=p.heading, score=round(p.score, 4)) for p in result.sources
             ],
         )
+
+    @staticmethod
+    def content(result: AskResult) -> dict[str, Any]:
+        """`of(result).model_dump(mode="json")`, built directly: `ask` returns it on every call."""
+        return {
+            "answer": result.answer,
+            "conversationId": result.conversation_id,
+            "note": result.note,
+            "created": result.created,
+            "turn": result.turn,
+            "condensed": result.condensed,
+            "sources": [
+                {"source": p.source, "heading": p.heading, "score": round(p.score, 4)} for p in result.sources
+            ],
+        }
 
 
 class SearchHit(BaseModel):

@@ -156,6 +156,7 @@ def modern_cases() -> dict[str, tuple[Any, dict[str, str] | list[tuple[str, str]
         headers,
     )
     cases["routing header twice"] = (ask, [*headers.items(), ("Mcp-Method", "tools/call")])
+    cases["another header twice"] = (ask, [*headers.items(), ("X-Trace", "1"), ("X-Trace", "2")])
     cases["an Mcp-Param header the tool does not declare"] = (ask, {**headers, "Mcp-Param-Question": "q"})
     cases["a boolean id"] = ({**ask, "id": True}, headers)
     cases["a null id"] = ({**ask, "id": None}, headers)
@@ -192,6 +193,7 @@ async def refuse_sdk_path(*_: Any) -> None:
         ("tools/list", MODERN),
         ("unknown tool", MODERN),
         ("ask without a question", MODERN),
+        ("another header twice", MODERN),
     ],
 )
 async def test_plain_calls_take_the_single_exchange_path(

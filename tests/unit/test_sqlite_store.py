@@ -281,19 +281,21 @@ async def test_each_write_stores_the_whole_document_while_reusing_encoded_turns(
         await other.aclose()
 
 
-def buckets(path: Path) -> dict[str, tuple[int, int]]:
-    """Each row's (stored expiry bucket, the bucket its expires_at belongs in)."""
+def buckets(path: Path) -> dict[str, tuple[tuple[int, int], tuple[int, int]]]:
+    """Each row's stored (expiry, updated) buckets, and the buckets its times belong in."""
+    width = sqlite_module.BUCKET_SECONDS
     with closing(sqlite3.connect(path)) as raw:
+        rows = raw.execute(
+            "SELECT key, expiry_bucket, updated_bucket, expires_at, updated_at FROM conversations"
+        )
         return {
-            key: (stored, int(expires_at // sqlite_module.EXPIRY_BUCKET_SECONDS))
-            for key, stored, expires_at in raw.execute(
-                "SELECT key, expiry_bucket, expires_at FROM conversations"
-            )
+            key: ((expiry, updated), (int(expires_at // width), int(updated_at // width)))
+            for key, expiry, updated, expires_at, updated_at in rows
         }
 
 
 #: Long enough to outlive the clock moves of the bucket tests.
-LONG_TTL = 10 * sqlite_module.EXPIRY_BUCKET_SECONDS
+LONG_TTL = 10 * sqlite_module.BUCKET_SECONDS
 
 
 async def test_turns_keep_the_expiry_bucket_right_as_expiry_moves_across_buckets(
@@ -302,7 +304,7 @@ async def test_turns_keep_the_expiry_bucket_right_as_expiry_moves_across_buckets
     current = replace(conversation(clock), expires_at=clock.now + LONG_TTL)
     await store.create(current)
     # Steps inside one bucket (the write that leaves the bucket alone) and across buckets.
-    bucket = sqlite_module.EXPIRY_BUCKET_SECONDS
+    bucket = sqlite_module.BUCKET_SECONDS
     for step in (1.0, 60.0, bucket * 1.5, 5.0, bucket * 3):
         clock.now += step
         turn = Turn(current.next_turn_number, "q", "a", clock.now)
@@ -324,7 +326,7 @@ async def test_a_conversation_is_purged_once_its_moved_expiry_passes_not_before(
 ) -> None:
     first = replace(conversation(clock, "kept-alive"), expires_at=clock.now + LONG_TTL)
     await store.create(first)
-    clock.now += 2 * sqlite_module.EXPIRY_BUCKET_SECONDS
+    clock.now += 2 * sqlite_module.BUCKET_SECONDS
     turn = Turn(2, "q", "a", clock.now)
     moved = first.with_turn(turn, now=clock.now, ttl_seconds=LONG_TTL, max_turns=10, max_bytes=10_000)
     await store.replace(moved, expected_version=1)
@@ -340,7 +342,7 @@ async def test_a_conversation_is_purged_once_its_moved_expiry_passes_not_before(
 async def test_the_purge_keeps_a_conversation_expiring_later_in_the_current_bucket(
     store: SqliteStore, path: Path, clock: Clock
 ) -> None:
-    bucket = sqlite_module.EXPIRY_BUCKET_SECONDS
+    bucket = sqlite_module.BUCKET_SECONDS
     clock.now = (clock.now // bucket + 1) * bucket + 1  # just into a bucket
     late = replace(conversation(clock, "late"), expires_at=clock.now + sqlite_module.PURGE_INTERVAL * 2)
     early = replace(conversation(clock, "early"), expires_at=clock.now + 1)
@@ -351,7 +353,7 @@ async def test_the_purge_keeps_a_conversation_expiring_later_in_the_current_buck
     assert stored_keys(path) == ["mcp:oid-1:late", "mcp:oid-1:purging"]
 
 
-# The schema of files written before expiry buckets existed.
+# The schema of files written before time buckets existed.
 _OLD_SCHEMA = """
 CREATE TABLE conversations (
     key TEXT PRIMARY KEY, oid TEXT NOT NULL, conversation_id TEXT NOT NULL,
@@ -387,7 +389,7 @@ def indexes(path: Path) -> set[str]:
         return {row[0] for row in raw.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
 
 
-async def test_a_file_from_before_expiry_buckets_keeps_its_conversations_and_is_purged(
+async def test_a_file_from_before_time_buckets_keeps_its_conversations_and_is_purged(
     path: Path, clock: Clock
 ) -> None:
     live = conversation(clock, "live", version=3)
@@ -395,8 +397,8 @@ async def test_a_file_from_before_expiry_buckets_keeps_its_conversations_and_is_
     # Two processes open the file at once: one of them migrates it, both work.
     first, second = await asyncio.gather(SqliteStore.open(path, clock), SqliteStore.open(path, clock))
     try:
-        assert indexes(path) >= {"conversations_by_owner", "conversations_by_expiry_bucket"}
-        assert "conversations_by_expiry" not in indexes(path)
+        assert indexes(path) >= {"conversations_by_owner_bucket", "conversations_by_expiry_bucket"}
+        assert not indexes(path) & {"conversations_by_owner", "conversations_by_expiry"}
         assert all(stored == expected for stored, expected in buckets(path).values())
         assert await first.get("oid-1", "live") == live
         clock.now += 1
@@ -414,4 +416,51 @@ async def test_a_file_from_before_expiry_buckets_keeps_its_conversations_and_is_
     # Opening it again changes nothing.
     again = await SqliteStore.open(path, clock)
     await again.aclose()
-    assert "conversations_by_expiry" not in indexes(path)
+    assert not indexes(path) & {"conversations_by_owner", "conversations_by_expiry"}
+
+
+async def test_listing_pages_newest_first_across_buckets_in_fresh_and_migrated_rows(
+    path: Path, clock: Clock
+) -> None:
+    width = sqlite_module.BUCKET_SECONDS
+    start = clock.now
+    # Some in one bucket, some tied to the second, others hours apart; two written by an
+    # earlier Anvil.
+    offsets = {"a": 0.0, "b": 10.0, "c": 10.0, "d": width * 0.5, "e": width * 2, "f": width * 2 + 1}
+    made = {
+        name: replace(
+            conversation(clock, name), updated_at=start + offset, expires_at=start + offset + LONG_TTL
+        )
+        for name, offset in offsets.items()
+    }
+    write_old_file(path, made["a"], made["e"])
+    store = await SqliteStore.open(path, clock)
+    try:
+        for name in ("b", "c", "d", "f"):
+            await store.create(made[name])
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = await store.list("oid-1", "tenant-1", limit=2, cursor=cursor)
+            seen += [s.conversation_id for s in page.items]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert seen == ["f", "e", "d", "b", "c", "a"]
+    finally:
+        await store.aclose()
+
+
+def test_listing_walks_the_owner_index_instead_of_scanning_the_table(path: Path) -> None:
+    db = sqlite_module._connect(path)
+    try:
+        plan = " | ".join(
+            row[3]
+            for row in db.execute(
+                "EXPLAIN QUERY PLAN " + sqlite_module._LIST, ("oid", 1, "tid", 0.0, 1.0, 1.0, "", 10)
+            )
+        )
+    finally:
+        db.close()
+    assert "USING INDEX conversations_by_owner_bucket" in plan, plan
+    assert "SCAN conversations" not in plan, plan
