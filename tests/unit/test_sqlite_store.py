@@ -298,12 +298,12 @@ def buckets(path: Path) -> dict[str, tuple[tuple[int, int], tuple[int, int]]]:
 LONG_TTL = 10 * sqlite_module.BUCKET_SECONDS
 
 
-async def test_turns_keep_the_expiry_bucket_right_as_expiry_moves_across_buckets(
+async def test_turns_keep_both_buckets_right_as_the_times_move_across_buckets(
     store: SqliteStore, path: Path, clock: Clock
 ) -> None:
     current = replace(conversation(clock), expires_at=clock.now + LONG_TTL)
     await store.create(current)
-    # Steps inside one bucket (the write that leaves the bucket alone) and across buckets.
+    # Steps inside one bucket (the write that leaves the buckets alone) and across buckets.
     bucket = sqlite_module.BUCKET_SECONDS
     for step in (1.0, 60.0, bucket * 1.5, 5.0, bucket * 3):
         clock.now += step
