@@ -165,6 +165,13 @@ class Settings(BaseSettings):
         ),
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    mcp_spans: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description=(
+            "OpenTelemetry spans for MCP requests (the SDK's span per message): `auto` keeps them "
+            "when a tracer provider is configured at start-up, `on` always, `off` never."
+        ),
+    )
 
     @field_validator(
         "allowed_hosts", "allowed_origins", "entra_required_scopes", "entra_allowed_tenants", mode="before"

@@ -1,4 +1,5 @@
-"""Logging for `anvil serve`, with every token-shaped string scrubbed before it is written.
+"""Logging for `anvil serve`, with every token-shaped string scrubbed before it is written, and
+whether MCP requests get OpenTelemetry spans.
 
 Anvil itself never logs a token, but libraries log what they are given (a tool's error text, an
 exception message quoting a header), so a filter on every handler removes anything that looks
@@ -87,3 +88,19 @@ def configure_logging(settings: Settings) -> None:
         install_redactor(logging.getLogger(name))
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+
+
+def mcp_spans_wanted(mode: str, provider: object | None = None) -> bool:
+    """Whether to keep the SDK's OpenTelemetry span around every MCP request (`ANVIL_MCP_SPANS`).
+
+    `auto` keeps it when a tracer provider is configured (by `opentelemetry-instrument`, or code
+    that runs before the app is built), so the spans reach an exporter. Without one the spans go
+    nowhere, yet making them costs about a tenth of a call's CPU, so they are left out.
+    `provider` is the global tracer provider unless given.
+    """
+    if mode != "auto":
+        return mode == "on"
+    from opentelemetry import trace
+
+    current = trace.get_tracer_provider() if provider is None else provider
+    return not isinstance(current, trace.ProxyTracerProvider | trace.NoOpTracerProvider)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -27,6 +28,7 @@ from app.conversations.service import AskRequest
 from app.errors import AnvilError
 from app.runtime import RuntimeRef
 from app.surface.models import AskOutput, SearchHit, SearchOutput
+from app.telemetry import mcp_spans_wanted
 
 INSTRUCTIONS = (
     "Anvil answers questions from its knowledge base with the `ask` tool and ranks passages with "
@@ -94,6 +96,11 @@ class AnvilMCPServer(MCPServer[Any]):
         if tool is not None:
             tool.fn_metadata = TextArguments.of(tool.fn_metadata)
 
+    def drop_request_spans(self) -> None:
+        """Leave out the SDK's OpenTelemetry span middleware, as the SDK documents for opting out."""
+        middleware = self._lowlevel_server.middleware  # the SDK's list; it offers no setter
+        middleware[:] = [m for m in middleware if not isinstance(m, OpenTelemetryMiddleware)]
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
@@ -140,6 +147,8 @@ def build_mcp_server(runtime: RuntimeRef, settings: Settings) -> AnvilMCPServer:
         subscriptions=False,
         log_level=settings.log_level.upper(),  # type: ignore[arg-type]
     )
+    if not mcp_spans_wanted(settings.mcp_spans):
+        server.drop_request_spans()
 
     @server.tool(name="ask", description=ask_description(settings))
     async def ask(

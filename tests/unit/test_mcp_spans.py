@@ -1,0 +1,117 @@
+"""MCP requests get the SDK's OpenTelemetry spans when tracing is configured, and skip them when
+the spans would go nowhere (`ANVIL_MCP_SPANS`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.server._otel import OpenTelemetryMiddleware
+from opentelemetry import trace
+
+from app.config import Settings
+from app.runtime import RuntimeRef
+from app.surface.mcp import build_mcp_server
+from app.telemetry import mcp_spans_wanted
+
+
+class ConfiguredProvider(trace.TracerProvider):
+    """A tracer provider such as an exporter's, as the API sees it."""
+
+    def get_tracer(self, *args: Any, **kwargs: Any) -> trace.Tracer:
+        return trace.NoOpTracer()
+
+
+@pytest.mark.parametrize(
+    ("mode", "provider", "wanted"),
+    [
+        ("auto", trace.ProxyTracerProvider(), False),  # nothing configured
+        ("auto", trace.NoOpTracerProvider(), False),
+        ("auto", ConfiguredProvider(), True),
+        ("on", trace.ProxyTracerProvider(), True),
+        ("off", ConfiguredProvider(), False),
+    ],
+)
+def test_spans_are_kept_when_a_tracer_provider_would_export_them(
+    mode: str, provider: object, wanted: bool
+) -> None:
+    assert mcp_spans_wanted(mode, provider) is wanted
+
+
+def span_middleware(settings: Settings) -> int:
+    server = build_mcp_server(RuntimeRef(), settings)
+    return sum(isinstance(m, OpenTelemetryMiddleware) for m in server._lowlevel_server.middleware)
+
+
+@pytest.mark.parametrize(
+    ("mode", "configured", "count"), [("auto", False, 0), ("auto", True, 1), ("on", False, 1)]
+)
+def test_the_mcp_server_carries_the_span_middleware_only_when_wanted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, mode: str, configured: bool, count: int
+) -> None:
+    provider = ConfiguredProvider() if configured else trace.ProxyTracerProvider()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    settings = Settings(
+        auth_mode="none", store="memory", answer_engine="echo", data_dir=tmp_path, mcp_spans=mode
+    )
+    assert span_middleware(settings) == count
+
+
+# Run in a process of its own: a global tracer provider can be set only once per process.
+TRACED_CALL = """
+import asyncio, json, sys
+from opentelemetry import trace
+
+names = []
+
+class Tracer(trace.NoOpTracer):
+    def start_as_current_span(self, name, *args, **kwargs):
+        names.append(name)
+        return super().start_as_current_span(name, *args, **kwargs)
+
+class Provider(trace.TracerProvider):
+    def get_tracer(self, *args, **kwargs):
+        return Tracer()
+
+trace.set_tracer_provider(Provider())
+
+import httpx
+from app.config import Settings
+from app.main import create_app
+
+async def main():
+    settings = Settings(
+        auth_mode="none", store="memory", answer_engine="echo", data_dir=sys.argv[1], mcp_spans=sys.argv[2]
+    )
+    app = create_app(settings)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "ask", "arguments": {"question": "traced?"}}}
+    async with app.api.router.lifespan_context(app.api):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
+            accept = {"Accept": "application/json, text/event-stream"}
+            reply = await client.post("/mcp", json=call, headers=accept)
+            assert reply.status_code == 200 and "result" in reply.json(), reply.text
+    print(json.dumps(names))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize(("mode", "spans"), [("auto", ["tools/call ask"]), ("off", [])])
+def test_a_configured_tracer_provider_receives_a_span_per_tool_call(
+    tmp_path: Path, mode: str, spans: list[str]
+) -> None:
+    ran = subprocess.run(
+        [sys.executable, "-c", TRACED_CALL, str(tmp_path), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout.strip().splitlines()[-1]) == spans
