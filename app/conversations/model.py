@@ -101,7 +101,7 @@ class Conversation:
             drop += 1
         updated = replace(
             self,
-            turns=turns[drop:] if drop else turns,
+            turns=turns[drop:],
             dropped=self.dropped + drop,
             updated_at=now,
             expires_at=now + ttl_seconds,

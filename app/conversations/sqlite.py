@@ -220,11 +220,10 @@ class SqliteStore:
         """Store a new conversation; `VersionConflict` if a live one already has its key."""
         c, now, purge = conversation, self._clock(), self._purge_due()
         turns = self._encoded_turns(c)
-        buckets = (_bucket(c.expires_at), _bucket(c.updated_at))
         row = (c.key, c.oid, c.conversation_id, c.version, c.updated_at, c.expires_at, _dumps(c, turns))
 
         def work(db: sqlite3.Connection) -> int:
-            changed = db.execute(_CREATE, (*row, *buckets, now)).rowcount
+            changed = db.execute(_CREATE, (*row, *_buckets(c), now)).rowcount
             if purge:
                 _purge(db, now)
             return changed
@@ -238,7 +237,7 @@ class SqliteStore:
         c, now, purge = conversation, self._clock(), self._purge_due()
         turns = self._encoded_turns(c)
         values = (c.version, c.updated_at, c.expires_at, _dumps(c, turns))
-        where, buckets = (c.key, expected_version, now), (_bucket(c.expires_at), _bucket(c.updated_at))
+        where, buckets = (c.key, expected_version, now), _buckets(c)
 
         def work(db: sqlite3.Connection) -> int:
             changed = db.execute(_REPLACE, (*values, *where, *buckets)).rowcount
@@ -392,9 +391,14 @@ def _create_schema(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
-def _bucket(time: float) -> int:
+def _bucket(seconds: float) -> int:
     """The bucket a time (seconds since the epoch) falls in, as stored beside it."""
-    return int(time // BUCKET_SECONDS)
+    return int(seconds // BUCKET_SECONDS)
+
+
+def _buckets(c: Conversation) -> tuple[int, int]:
+    """The (expiry_bucket, updated_bucket) columns of `c`."""
+    return _bucket(c.expires_at), _bucket(c.updated_at)
 
 
 def _purge(db: sqlite3.Connection, now: float) -> None:

@@ -45,21 +45,12 @@ class AskOutput(BaseModel):
 
     @classmethod
     def of(cls, result: AskResult) -> AskOutput:
-        return cls(
-            answer=result.answer,
-            conversationId=result.conversation_id,
-            note=result.note,
-            created=result.created,
-            turn=result.turn,
-            condensed=result.condensed,
-            sources=[
-                SourceRef(source=p.source, heading=p.heading, score=round(p.score, 4)) for p in result.sources
-            ],
-        )
+        return cls.model_validate(cls.content(result))
 
     @staticmethod
     def content(result: AskResult) -> dict[str, Any]:
-        """`of(result).model_dump(mode="json")`, built directly: `ask` returns it on every call."""
+        """`of(result).model_dump(mode="json")`, built without the model: `ask` returns it on every
+        call as structuredContent."""
         return {
             "answer": result.answer,
             "conversationId": result.conversation_id,

@@ -33,3 +33,20 @@ def test_ask_content_is_the_models_dump(case: str) -> None:
     assert content == AskOutput.of(result).model_dump(mode="json")
     assert list(content) == list(AskOutput.model_fields)
     assert AskOutput.model_validate(content).model_dump(mode="json") == content
+
+
+def test_ask_content_carries_every_field_with_scores_rounded() -> None:
+    content = AskOutput.content(RESULTS["condensed, with sources"])
+    assert content == {
+        "answer": "cited",
+        "conversationId": "conv-2",
+        "note": "2 older turns were dropped.",
+        "created": False,
+        "turn": 52,
+        "condensed": True,
+        "sources": [
+            {"source": "docs/a.md", "heading": "Heading", "score": 12.3457},
+            {"source": "docs/b.md", "heading": "Other", "score": 0.0},
+        ],
+    }
+    assert AskOutput.content(RESULTS["one-shot"])["conversationId"] is None
