@@ -11,14 +11,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.config import Settings
+    from app.settings import Settings
 
 
 def _settings(**overrides: Any) -> Settings:
     """Settings from the environment plus command-line overrides; exits with one line if invalid."""
     from pydantic import ValidationError
 
-    from app.config import Settings, describe_error, unknown_variables
+    from app.settings import Settings, describe_error, unknown_variables
 
     unknown = unknown_variables(os.environ)
     if unknown:
@@ -44,7 +44,7 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     settings = _settings(host=args.host, port=args.port)
-    from app.telemetry import configure_logging
+    from app.observability import configure_logging
 
     configure_logging(settings)
     from app.main import create_app
@@ -74,7 +74,7 @@ def token(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from app.auth.dev import DEV_SCOPE, DevIssuer
+    from app.adapters.auth.dev import DEV_SCOPE, DevIssuer
 
     issuer = DevIssuer.load_or_create(settings.data_dir)
     try:

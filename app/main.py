@@ -16,19 +16,18 @@ from starlette.routing import Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import app
-from app.answers.engine import AnswerEngine
-from app.auth.middleware import BearerAuthMiddleware
-from app.auth.setup import open_auth, protected_resource_metadata
-from app.config import Settings
-from app.conversations.lifecycle import ConversationService
-from app.conversations.service import AskService, HistoryLimits
-from app.conversations.store import ConversationStore
+from app.adapters.auth.setup import open_auth, protected_resource_metadata
+from app.api.guard import MCP_PATH, RequestGuard
+from app.api.health import liveness, readiness
+from app.api.mcp import build_mcp_server
+from app.api.signin import BearerAuthMiddleware
+from app.domain.ask import AskService, HistoryLimits
+from app.domain.lifecycle import ConversationService
+from app.errors import problem_response
+from app.ports import AnswerEngine, ConversationStore
 from app.runtime import Runtime, RuntimeRef
-from app.surface.guard import MCP_PATH, RequestGuard
-from app.surface.health import liveness, readiness
-from app.surface.mcp import build_mcp_server
+from app.settings import Settings
 from app.surface.mcp_http import McpEndpoint
-from app.surface.problem import problem_response
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -41,14 +40,14 @@ WELL_KNOWN = "/.well-known/oauth-protected-resource"
 async def open_store(settings: Settings) -> ConversationStore:
     """The configured conversation store, opened."""
     if settings.store == "memory":
-        from app.conversations.memory import MemoryStore
+        from app.adapters.stores.memory import MemoryStore
 
         return MemoryStore()
     if settings.store == "cosmos":
-        from app.conversations.cosmos import CosmosStore
+        from app.adapters.stores.cosmos import CosmosStore
 
         return await CosmosStore.open(settings)
-    from app.conversations.sqlite import SqliteStore
+    from app.adapters.stores.sqlite import SqliteStore
 
     return await SqliteStore.open(settings.data_dir / "conversations.sqlite3")
 
@@ -56,10 +55,10 @@ async def open_store(settings: Settings) -> ConversationStore:
 async def open_engine(settings: Settings) -> AnswerEngine:
     """The configured answer engine; the retrieval index is built off the event loop."""
     if settings.answer_engine == "echo":
-        from app.answers.echo import EchoEngine
+        from app.adapters.engines.echo import EchoEngine
 
         return EchoEngine()
-    from app.answers.retrieval import RetrievalEngine
+    from app.adapters.engines.retrieval import RetrievalEngine
 
     corpus = settings.corpus_path()
     if not corpus.is_dir():
@@ -176,7 +175,7 @@ class Anvil:
     def _build_api(self) -> FastAPI:
         from fastapi import FastAPI
 
-        from app.surface.rest import build_router, install_error_handlers
+        from app.api.rest import build_router, install_error_handlers
 
         api = FastAPI(
             title="Anvil",

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from app.auth.principal import Verifier
-from app.config import Settings
-from app.conversations.lifecycle import ConversationService
-from app.conversations.service import AskService
+from app.domain.ask import AskService
+from app.domain.lifecycle import ConversationService
+from app.ports import Verifier
+from app.settings import Settings
 
 
 @dataclass

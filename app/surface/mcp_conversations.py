@@ -8,14 +8,14 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult
 from pydantic import Field
 
-from app.runtime import RuntimeRef
-from app.surface.mcp import principal_from, tool_errors, tool_result
-from app.surface.models import (
+from app.api.mcp import principal_from, tool_errors, tool_result
+from app.api.schemas import (
     ConversationOutput,
     DeleteOutput,
     ListOutput,
     StartOutput,
 )
+from app.runtime import RuntimeRef
 
 ConversationIdArg = Annotated[
     str, Field(description="The conversation's id (from ask or start_conversation).")

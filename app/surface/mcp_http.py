@@ -44,7 +44,7 @@ from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from app.surface.guard import read_body, replay_body
+from app.api.guard import read_body, replay_body
 
 #: Methods served as a single exchange; they need no session state.
 SINGLE_EXCHANGE_METHODS = frozenset({"tools/call", "tools/list"})

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from app.conversations.model import Conversation, Turn
-from app.conversations.store import ConversationStore, VersionConflict
+from app.domain.conversation import Conversation, Turn
+from app.ports import ConversationStore, VersionConflict
 
 TTL = 3600.0
 
@@ -61,6 +61,15 @@ def next_version(c: Conversation, clock: FakeClock, title: str = "next") -> Conv
     )
 
 
+async def read(store: ConversationStore, oid: str, conversation_id: str) -> Conversation | None:
+    """The stored conversation alone (its ETag checked to be a non-empty string), or None."""
+    stored = await store.get(oid, conversation_id)
+    if stored is None:
+        return None
+    assert isinstance(stored.etag, str) and stored.etag
+    return stored.conversation
+
+
 @pytest.mark.anyio
 class StoreContract:
     """Behaviour shared by the memory, SQLite and Cosmos DB stores."""
@@ -70,7 +79,7 @@ class StoreContract:
         return FakeClock()
 
     async def test_get_missing_returns_none(self, store: ConversationStore) -> None:
-        assert await store.get("oid-1", "nothing-here") is None
+        assert await read(store, "oid-1", "nothing-here") is None
 
     async def test_create_then_get_round_trips_every_field(
         self, store: ConversationStore, clock: FakeClock
@@ -84,76 +93,94 @@ class StoreContract:
             clock, version=7, turns=turns, dropped=3, instructions="Be brief.", title="Tëst 🔨"
         )
         await store.create(c)
-        assert await store.get("oid-1", "conv-1") == c
+        assert await read(store, "oid-1", "conv-1") == c
 
     async def test_create_twice_conflicts(self, store: ConversationStore, clock: FakeClock) -> None:
         first = make_conversation(clock, title="first")
         await store.create(first)
         with pytest.raises(VersionConflict):
             await store.create(make_conversation(clock, title="second"))
-        assert await store.get("oid-1", "conv-1") == first
+        assert await read(store, "oid-1", "conv-1") == first
 
     async def test_replace_with_current_version_succeeds(
         self, store: ConversationStore, clock: FakeClock
     ) -> None:
         c1 = make_conversation(clock)
-        await store.create(c1)
+        etag1 = await store.create(c1)
         clock.advance(5)
         c2 = next_version(c1, clock)
-        await store.replace(c2, expected_version=1)
-        assert await store.get("oid-1", "conv-1") == c2
+        etag2 = await store.replace(c2, if_match=etag1)
+        assert await store.get("oid-1", "conv-1") == (c2, etag2)
         c3 = next_version(c2, clock, title="third")
-        await store.replace(c3, expected_version=2)
-        assert await store.get("oid-1", "conv-1") == c3
-        assert c3.version == 3
+        etag3 = await store.replace(c3, if_match=etag2)
+        assert await store.get("oid-1", "conv-1") == (c3, etag3)
+        assert len({etag1, etag2, etag3}) == 3
 
     async def test_replace_with_stale_version_conflicts_and_keeps_stored_value(
         self, store: ConversationStore, clock: FakeClock
     ) -> None:
         c1 = make_conversation(clock)
-        await store.create(c1)
+        etag1 = await store.create(c1)
         c2 = next_version(c1, clock)
-        await store.replace(c2, expected_version=1)
+        await store.replace(c2, if_match=etag1)
         with pytest.raises(VersionConflict):
-            await store.replace(next_version(c1, clock, title="stale"), expected_version=1)
-        assert await store.get("oid-1", "conv-1") == c2
+            await store.replace(next_version(c1, clock, title="stale"), if_match=etag1)
+        assert await read(store, "oid-1", "conv-1") == c2
 
     async def test_replace_missing_conflicts(self, store: ConversationStore, clock: FakeClock) -> None:
+        gone = make_conversation(clock)
+        etag = await store.create(gone)
+        assert await store.delete("oid-1", "conv-1") is True
         with pytest.raises(VersionConflict):
-            await store.replace(make_conversation(clock, version=2), expected_version=1)
-        assert await store.get("oid-1", "conv-1") is None
+            await store.replace(next_version(gone, clock), if_match=etag)
+        assert await read(store, "oid-1", "conv-1") is None
 
     async def test_expired_conversation_reads_as_missing(
         self, store: ConversationStore, clock: FakeClock
     ) -> None:
         await store.create(make_conversation(clock))
         clock.advance(TTL - 1)
-        assert await store.get("oid-1", "conv-1") is not None
+        assert await read(store, "oid-1", "conv-1") is not None
         clock.advance(1)  # exactly at expires_at: expired
-        assert await store.get("oid-1", "conv-1") is None
+        assert await read(store, "oid-1", "conv-1") is None
 
     async def test_create_over_expired_succeeds(self, store: ConversationStore, clock: FakeClock) -> None:
         await store.create(make_conversation(clock, title="old"))
         clock.advance(TTL + 1)
         fresh = make_conversation(clock, title="fresh")
         await store.create(fresh)
-        assert await store.get("oid-1", "conv-1") == fresh
+        assert await read(store, "oid-1", "conv-1") == fresh
 
     async def test_replace_expired_conflicts(self, store: ConversationStore, clock: FakeClock) -> None:
         c1 = make_conversation(clock)
-        await store.create(c1)
+        etag = await store.create(c1)
         clock.advance(TTL + 1)
         with pytest.raises(VersionConflict):
-            await store.replace(next_version(c1, clock), expected_version=1)
-        assert await store.get("oid-1", "conv-1") is None
+            await store.replace(next_version(c1, clock), if_match=etag)
+        assert await read(store, "oid-1", "conv-1") is None
 
     async def test_delete_live_returns_true_and_removes(
         self, store: ConversationStore, clock: FakeClock
     ) -> None:
         await store.create(make_conversation(clock))
         assert await store.delete("oid-1", "conv-1") is True
-        assert await store.get("oid-1", "conv-1") is None
+        assert await read(store, "oid-1", "conv-1") is None
         assert await store.delete("oid-1", "conv-1") is False
+
+    async def test_delete_with_the_etag_read_removes(self, store: ConversationStore, clock: FakeClock) -> None:
+        etag = await store.create(make_conversation(clock))
+        assert await store.delete("oid-1", "conv-1", if_match=etag) is True
+        assert await read(store, "oid-1", "conv-1") is None
+        assert await store.delete("oid-1", "conv-1", if_match=etag) is False
+
+    async def test_delete_with_an_older_etag_still_removes(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        c1 = make_conversation(clock)
+        etag = await store.create(c1)
+        await store.replace(next_version(c1, clock), if_match=etag)
+        assert await store.delete("oid-1", "conv-1", if_match=etag) is True
+        assert await read(store, "oid-1", "conv-1") is None
 
     async def test_delete_missing_returns_false(self, store: ConversationStore) -> None:
         assert await store.delete("oid-1", "nothing-here") is False
@@ -168,14 +195,14 @@ class StoreContract:
     ) -> None:
         mine = make_conversation(clock, "oid-a", "shared", title="mine")
         theirs = make_conversation(clock, "oid-b", "shared", title="theirs")
-        await store.create(mine)
+        etag = await store.create(mine)
         await store.create(theirs)
-        assert await store.get("oid-a", "shared") == mine
-        assert await store.get("oid-b", "shared") == theirs
-        await store.replace(next_version(mine, clock), expected_version=1)
-        assert await store.get("oid-b", "shared") == theirs
+        assert await read(store, "oid-a", "shared") == mine
+        assert await read(store, "oid-b", "shared") == theirs
+        await store.replace(next_version(mine, clock), if_match=etag)
+        assert await read(store, "oid-b", "shared") == theirs
         assert await store.delete("oid-a", "shared") is True
-        assert await store.get("oid-b", "shared") == theirs
+        assert await read(store, "oid-b", "shared") == theirs
 
     async def test_check_passes(self, store: ConversationStore) -> None:
         await store.check()
@@ -184,15 +211,15 @@ class StoreContract:
         self, store: ConversationStore, clock: FakeClock
     ) -> None:
         c1 = make_conversation(clock)
-        await store.create(c1)
+        etag = await store.create(c1)
         attempts = [next_version(c1, clock, title=f"writer {i}") for i in range(10)]
         results = await asyncio.gather(
-            *(store.replace(a, expected_version=1) for a in attempts), return_exceptions=True
+            *(store.replace(a, if_match=etag) for a in attempts), return_exceptions=True
         )
-        winners = [a for a, r in zip(attempts, results, strict=True) if r is None]
+        winners = [a for a, r in zip(attempts, results, strict=True) if isinstance(r, str)]
         assert len(winners) == 1
-        assert all(isinstance(r, VersionConflict) for r in results if r is not None)
-        assert await store.get("oid-1", "conv-1") == winners[0]
+        assert all(isinstance(r, VersionConflict) for r in results if not isinstance(r, str))
+        assert await read(store, "oid-1", "conv-1") == winners[0]
 
     # --- listing and deleting all of a user's conversations ----------------------------------
 
@@ -246,7 +273,7 @@ class StoreContract:
         assert summary.turns == 5
 
     async def test_list_refuses_a_foreign_cursor(self, store: ConversationStore) -> None:
-        from app.conversations.store import InvalidCursor
+        from app.ports import InvalidCursor
 
         with pytest.raises(InvalidCursor):
             await store.list("oid-1", "tenant-1", limit=5, cursor="not-a-cursor-we-issued")
@@ -265,8 +292,8 @@ class StoreContract:
         assert await store.delete_all("oid-1", "tenant-1") == 3
 
         assert (await store.list("oid-1", "tenant-1", limit=10)).items == ()
-        assert await store.get("oid-1", "a") is None
-        assert await store.get("oid-2", "a") is not None
+        assert await read(store, "oid-1", "a") is None
+        assert await read(store, "oid-2", "a") is not None
         assert await store.delete_all("oid-1", "tenant-1") == 0
 
     async def test_list_and_delete_all_keep_to_the_callers_tenant(

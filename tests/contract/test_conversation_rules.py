@@ -16,14 +16,14 @@ import anyio
 import pytest
 from support.cosmos import CosmosServer, run_cosmos_server
 
-from app.answers.echo import EchoEngine
-from app.auth.principal import Principal
-from app.conversations.cosmos import CosmosStore
-from app.conversations.lifecycle import ConversationService
-from app.conversations.memory import MemoryStore
-from app.conversations.service import AskRequest, AskService, HistoryLimits
-from app.conversations.sqlite import SqliteStore
-from app.conversations.store import ConversationStore
+from app.adapters.engines.echo import EchoEngine
+from app.domain.principal import Principal
+from app.adapters.stores.cosmos import CosmosStore
+from app.domain.lifecycle import ConversationService
+from app.adapters.stores.memory import MemoryStore
+from app.domain.ask import AskRequest, AskService, HistoryLimits
+from app.adapters.stores.sqlite import SqliteStore
+from app.ports import ConversationStore
 from app.errors import Conflict, InvalidInput, NotFound, SignInRequired
 
 from .store_contract import FakeClock

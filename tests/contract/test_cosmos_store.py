@@ -12,9 +12,9 @@ import pytest
 from pydantic import SecretStr
 from support.cosmos import CosmosServer, run_cosmos_server
 
-from app.config import Settings
-from app.conversations.cosmos import CosmosStore
-from app.conversations.store import ConversationStore
+from app.settings import Settings
+from app.adapters.stores.cosmos import CosmosStore
+from app.ports import ConversationStore
 
 from .store_contract import FakeClock, StoreContract, make_conversation
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.conversations.memory import MemoryStore
-from app.conversations.sqlite import SqliteStore
-from app.conversations.store import ConversationStore
+from app.adapters.stores.memory import MemoryStore
+from app.adapters.stores.sqlite import SqliteStore
+from app.ports import ConversationStore
 
 from .store_contract import FakeClock, StoreContract
 

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from app.config import Settings
+from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -148,7 +148,7 @@ def test_binds_publicly_with_a_sign_in_that_allows_it() -> None:
 def test_every_anvil_variable_is_a_real_setting() -> None:
     for stage in stages():
         unknown = {name for name in stage.env() if name.startswith("ANVIL_")} - SETTINGS
-        assert not unknown, f"not settings of app.config.Settings: {sorted(unknown)}"
+        assert not unknown, f"not settings of app.settings.Settings: {sorted(unknown)}"
 
 
 def test_docs_are_copied_and_are_the_corpus() -> None:

@@ -3,7 +3,7 @@
 `terraform validate` needs the provider, which needs a registry; these tests need neither. They
 parse every .tf file with python-hcl2 and compare what matters with the code itself: the Cosmos DB
 container with `app/conversations/cosmos.py`, the Container App's settings with
-`app.config.Settings`, the gateway's routes with the app's.
+`app.settings.Settings`, the gateway's routes with the app's.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 import hcl2
 import pytest
 
-from app.config import Settings
-from app.conversations.cosmos import INDEXING_POLICY
+from app.settings import Settings
+from app.adapters.stores.cosmos import INDEXING_POLICY
 from app.main import WELL_KNOWN, create_app
 
 TERRAFORM = Path(__file__).resolve().parents[2] / "infra" / "terraform"
@@ -176,7 +176,7 @@ def test_container_app_scales_to_zero_with_the_identity_attached() -> None:
 
 def test_every_anvil_variable_on_the_app_is_a_real_setting() -> None:
     anvil = {name for name in app_env() if name.startswith("ANVIL_")}
-    assert anvil <= SETTINGS, f"not settings of app.config.Settings: {sorted(anvil - SETTINGS)}"
+    assert anvil <= SETTINGS, f"not settings of app.settings.Settings: {sorted(anvil - SETTINGS)}"
     required = {
         "ANVIL_HOST",
         "ANVIL_PORT",

@@ -13,11 +13,11 @@ import pytest
 from pydantic import SecretStr
 from support.cosmos import CosmosServer, run_cosmos_server
 
-from app.answers.echo import EchoEngine
-from app.auth.principal import Principal
-from app.config import Settings
-from app.conversations.cosmos import CosmosStore
-from app.conversations.service import AskRequest, AskService
+from app.adapters.engines.echo import EchoEngine
+from app.domain.principal import Principal
+from app.settings import Settings
+from app.adapters.stores.cosmos import CosmosStore
+from app.domain.ask import AskRequest, AskService
 from app.errors import Unavailable
 
 pytestmark = pytest.mark.anyio

@@ -9,10 +9,10 @@ import httpx
 import pytest
 from support.entra_issuer import EntraIssuer
 
-from app.auth.entra import EntraDiscovery, discovery_urls, open_entra
-from app.auth.errors import AuthError
-from app.auth.verifier import StaticKeySource, TokenVerifier
-from app.config import Settings
+from app.adapters.auth.entra import EntraDiscovery, discovery_urls, open_entra
+from app.adapters.auth.errors import AuthError
+from app.adapters.auth.verifier import StaticKeySource, TokenVerifier
+from app.settings import Settings
 
 from .calls import CLIENT_ID, OTHER_TENANT, SCOPE, TENANT
 

@@ -13,8 +13,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from support.entra_issuer import signing_key
 
-from app.auth.errors import AuthError
-from app.auth.jwks import EMPTY_RETRY_SECONDS, JwksKeySource, SigningKeysUnavailable, signing_keys
+from app.adapters.auth.errors import AuthError
+from app.adapters.auth.jwks import EMPTY_RETRY_SECONDS, JwksKeySource, SigningKeysUnavailable, signing_keys
 
 pytestmark = pytest.mark.anyio
 

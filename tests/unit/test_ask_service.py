@@ -11,13 +11,13 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from app.answers.echo import EchoEngine
-from app.answers.engine import Answer, Exchange, Passage, PastExchange
-from app.auth.principal import Principal
-from app.conversations.memory import MemoryStore
-from app.conversations.model import CONVERSATION_ID_PATTERN, Conversation, Turn
-from app.conversations.service import AskRequest, AskService, HistoryLimits
-from app.conversations.store import VersionConflict
+from app.adapters.engines.echo import EchoEngine
+from app.ports import Answer, Exchange, Passage, PastExchange
+from app.domain.principal import Principal
+from app.adapters.stores.memory import MemoryStore
+from app.domain.conversation import CONVERSATION_ID_PATTERN, Conversation, Turn
+from app.domain.ask import AskRequest, AskService, HistoryLimits
+from app.ports import VersionConflict
 from app.errors import Conflict, InvalidInput
 
 pytestmark = pytest.mark.anyio

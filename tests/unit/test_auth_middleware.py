@@ -12,12 +12,12 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from app.auth.dev import DEV_SCOPE, DEV_TENANT_ID, DevIssuer, user_oid
-from app.auth.middleware import BearerAuthMiddleware, principal_of
-from app.auth.principal import Principal
-from app.config import Settings
-from app.conversations.lifecycle import ConversationService
-from app.conversations.service import AskService
+from app.adapters.auth.dev import DEV_SCOPE, DEV_TENANT_ID, DevIssuer, user_oid
+from app.api.signin import BearerAuthMiddleware, principal_of
+from app.domain.principal import Principal
+from app.settings import Settings
+from app.domain.lifecycle import ConversationService
+from app.domain.ask import AskService
 from app.errors import Unavailable
 from app.runtime import Runtime, RuntimeRef
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from app.conversations.codec import document_json, from_document, to_document, turn_json
-from app.conversations.model import Conversation, Turn
+from app.adapters.stores.codec import document_json, from_document, to_document, turn_json
+from app.domain.conversation import Conversation, Turn
 
 NOW = 1_700_000_000.5
 

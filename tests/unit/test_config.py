@@ -12,8 +12,8 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from app.auth.dev import DEV_SCOPE, DevIssuer, user_oid
-from app.config import Settings, describe_error, unknown_variables
+from app.adapters.auth.dev import DEV_SCOPE, DevIssuer, user_oid
+from app.settings import Settings, describe_error, unknown_variables
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from app.conversations.codec import from_document, to_document
-from app.conversations.model import Conversation, Turn
+from app.adapters.stores.codec import from_document, to_document
+from app.domain.conversation import Conversation, Turn
 
 TEXTS = ["", "a", "short question", "é" * 40, "漢字" * 30, "🙂" * 25, "x" * 300]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.answers.corpus import (
+from app.adapters.engines.corpus import (
     MAX_PASSAGE_CHARS,
     CorpusPassage,
     chunk_text,

@@ -20,11 +20,11 @@ from azure.core.exceptions import ServiceRequestError
 from azure.cosmos.exceptions import CosmosHttpResponseError
 from pydantic import SecretStr
 
-from app.config import Settings
-from app.conversations.codec import to_document
-from app.conversations.cosmos import MAX_ITEM_BYTES, CosmosStore, _connection_policy
-from app.conversations.model import Conversation, Turn
-from app.conversations.store import VersionConflict
+from app.settings import Settings
+from app.adapters.stores.codec import to_document
+from app.adapters.stores.cosmos import MAX_ITEM_BYTES, CosmosStore, _connection_policy
+from app.domain.conversation import Conversation, Turn
+from app.ports import VersionConflict
 from app.errors import InvalidInput, Unavailable
 
 pytestmark = pytest.mark.anyio
@@ -373,7 +373,7 @@ def test_the_throttle_budget_reaches_the_sdk(retries: int, wait: float) -> None:
 def test_importing_the_store_does_not_import_the_azure_sdk() -> None:
     code = (
         "import json, sys\n"
-        "import app.main, app.conversations.cosmos\n"
+        "import app.main, app.adapters.stores.cosmos\n"
         "print(json.dumps(sorted(m for m in sys.modules if m == 'azure' or m.startswith('azure.'))))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

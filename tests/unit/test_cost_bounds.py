@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from app.answers.echo import EchoEngine
-from app.answers.engine import Answer, Exchange, Passage
-from app.auth.principal import Principal
-from app.conversations.codec import to_document
-from app.conversations.memory import MemoryStore
-from app.conversations.service import AskRequest, AskService, HistoryLimits
+from app.adapters.engines.echo import EchoEngine
+from app.ports import Answer, Exchange, Passage
+from app.domain.principal import Principal
+from app.adapters.stores.codec import to_document
+from app.adapters.stores.memory import MemoryStore
+from app.domain.ask import AskRequest, AskService, HistoryLimits
 
 pytestmark = pytest.mark.anyio
 

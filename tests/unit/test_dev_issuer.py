@@ -9,7 +9,7 @@ from pathlib import Path
 import jwt
 import pytest
 
-from app.auth.dev import (
+from app.adapters.auth.dev import (
     DEV_AUTHORITY,
     DEV_CLIENT_ID,
     DEV_KID,
@@ -18,7 +18,7 @@ from app.auth.dev import (
     KEY_FILE_NAME,
     DevIssuer,
 )
-from app.auth.errors import AuthError
+from app.adapters.auth.errors import AuthError
 
 NOW = 1_700_000_000.0
 OTHER_TENANT = "22222222-2222-4222-8222-222222222222"

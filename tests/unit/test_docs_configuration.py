@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic.fields import FieldInfo
 
-from app.config import Settings
+from app.settings import Settings
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 TABLE_HEADER = "| Variable | Default | Description |"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.answers.echo import EchoEngine
-from app.answers.engine import Answer, AnswerEngine, Exchange
+from app.adapters.engines.echo import EchoEngine
+from app.ports import Answer, AnswerEngine, Exchange
 
 pytestmark = pytest.mark.anyio
 

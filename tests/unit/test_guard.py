@@ -10,7 +10,7 @@ import pytest
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from app.surface.guard import RequestGuard, matches
+from app.api.guard import RequestGuard, matches
 
 pytestmark = pytest.mark.anyio
 

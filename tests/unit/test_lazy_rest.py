@@ -11,8 +11,8 @@ import anyio
 import httpx
 import pytest
 
-from app.auth.dev import DevIssuer
-from app.config import Settings
+from app.adapters.auth.dev import DevIssuer
+from app.settings import Settings
 from app.main import Anvil, create_app, settle_heap
 
 pytestmark = pytest.mark.anyio

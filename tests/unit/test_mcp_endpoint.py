@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.config import Settings
+from app.settings import Settings
 from app.main import Anvil, create_app
 
 pytestmark = pytest.mark.anyio

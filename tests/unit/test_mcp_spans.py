@@ -13,10 +13,10 @@ import pytest
 from mcp.server._otel import OpenTelemetryMiddleware
 from opentelemetry import trace
 
-from app.config import Settings
+from app.settings import Settings
 from app.runtime import RuntimeRef
-from app.surface.mcp import build_mcp_server
-from app.telemetry import mcp_spans_wanted
+from app.api.mcp import build_mcp_server
+from app.observability import mcp_spans_wanted
 
 
 class ConfiguredProvider(trace.TracerProvider):
@@ -80,7 +80,7 @@ class Provider(trace.TracerProvider):
 trace.set_tracer_provider(Provider())
 
 import httpx
-from app.config import Settings
+from app.settings import Settings
 from app.main import create_app
 
 async def main():

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app.answers.corpus import CorpusPassage
-from app.answers.engine import AnswerEngine, Exchange
-from app.answers.retrieval import (
+from app.adapters.engines.corpus import CorpusPassage
+from app.ports import AnswerEngine, Exchange
+from app.adapters.engines.retrieval import (
     MAX_ANSWER_CHARS,
     NO_MATCH_ANSWER,
     RetrievalEngine,

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from app.conversations import sqlite as sqlite_module
-from app.conversations.codec import to_document, turn_json
-from app.conversations.model import Conversation, Turn
-from app.conversations.sqlite import SqliteStore
-from app.conversations.store import VersionConflict
+from app.adapters.stores import sqlite as sqlite_module
+from app.adapters.stores.codec import to_document, turn_json
+from app.domain.conversation import Conversation, Turn
+from app.adapters.stores.sqlite import SqliteStore
+from app.ports import VersionConflict
 from app.errors import Unavailable
 
 pytestmark = pytest.mark.anyio

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.answers.engine import Passage
-from app.conversations.service import AskResult
-from app.surface.models import AskOutput
+from app.ports import Passage
+from app.domain.ask import AskResult
+from app.api.schemas import AskOutput
 
 RESULTS = {
     "one-shot": AskResult("Echo: q", None, "No conversationId was given.", False, None, False, ()),

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.auth.dev import DevIssuer
-from app.config import Settings
+from app.adapters.auth.dev import DevIssuer
+from app.settings import Settings
 from app.main import Anvil, create_app
 
 pytestmark = pytest.mark.anyio

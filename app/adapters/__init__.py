@@ -1,0 +1,1 @@
+"""Implementations of the ports: conversation stores, answer engines, sign-in."""

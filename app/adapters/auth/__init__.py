@@ -1,0 +1,1 @@
+"""Sign-in: token verification, Entra ID keys, the dev issuer."""

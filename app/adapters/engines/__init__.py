@@ -1,0 +1,1 @@
+"""Answer engines: embedded retrieval (default) and echo."""

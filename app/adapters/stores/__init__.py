@@ -1,0 +1,1 @@
+"""Conversation stores: memory, SQLite, Cosmos DB; each passes `tests/contract`."""

@@ -1,0 +1,107 @@
+"""A conversation store in a dict: for tests and single-process development (`ANVIL_STORE=memory`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from app.adapters.stores.cursor import comes_after, decode_cursor, encode_cursor
+from app.domain.conversation import Conversation, ConversationPage, ConversationSummary, conversation_key
+from app.ports import Stored, VersionConflict
+
+#: How often (seconds) a write also sweeps out every expired conversation.
+PURGE_INTERVAL = 300.0
+
+
+def etag_of(conversation: Conversation) -> str:
+    """The ETag of a stored value: its version, which every write increases by one."""
+    return str(conversation.version)
+
+
+class MemoryStore:
+    """`ConversationStore` kept in process memory.
+
+    Methods never await, so each one runs to completion on the event loop: the check and the
+    set in `create` and `replace` cannot interleave with another writer. Values are frozen
+    `Conversation`s, so callers cannot change what is stored behind the store's back.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._items: dict[str, Conversation] = {}
+        self._next_purge = 0.0
+
+    async def get(self, oid: str, conversation_id: str) -> Stored | None:
+        """The live conversation under this key and its ETag, or None when missing or expired."""
+        found = self._live(conversation_key(oid, conversation_id), self._clock())
+        return None if found is None else Stored(found, etag_of(found))
+
+    async def create(self, conversation: Conversation) -> str:
+        """Store a new conversation; `VersionConflict` if a live one already has its key."""
+        now = self._clock()
+        if self._live(conversation.key, now) is not None:
+            raise VersionConflict(conversation.key)
+        self._items[conversation.key] = conversation
+        self._purge(now)
+        return etag_of(conversation)
+
+    async def replace(self, conversation: Conversation, *, if_match: str) -> str:
+        """Overwrite the stored conversation if it still carries the ETag `if_match`."""
+        now = self._clock()
+        current = self._live(conversation.key, now)
+        if current is None or etag_of(current) != if_match:
+            raise VersionConflict(conversation.key)
+        self._items[conversation.key] = conversation
+        self._purge(now)
+        return etag_of(conversation)
+
+    async def delete(self, oid: str, conversation_id: str, *, if_match: str | None = None) -> bool:
+        """Remove a conversation; True if a live one was removed."""
+        key = conversation_key(oid, conversation_id)
+        removed = self._items.pop(key, None)
+        return removed is not None and not removed.is_expired(self._clock())
+
+    async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
+        """The user's live conversations, newest first, one page of at most `limit`."""
+        now = self._clock()
+        position = decode_cursor(cursor) if cursor is not None else None
+        mine = [
+            ConversationSummary.of(c)
+            for c in self._items.values()
+            if c.oid == oid and c.tid == tid and not c.is_expired(now)
+        ]
+        mine.sort(key=lambda s: (-s.updated_at, s.conversation_id))
+        if position is not None:
+            mine = [s for s in mine if comes_after(s, position)]
+        page = tuple(mine[:limit])
+        more = len(mine) > limit
+        return ConversationPage(page, encode_cursor(page[-1]) if more and page else None)
+
+    async def delete_all(self, oid: str, tid: str) -> int:
+        """Remove every conversation of the user; returns how many live ones were removed."""
+        now = self._clock()
+        keys = [k for k, c in self._items.items() if c.oid == oid and c.tid == tid]
+        live = sum(not self._items.pop(k).is_expired(now) for k in keys)
+        return live
+
+    async def check(self) -> None:
+        """Always ready: there is nothing that can be down."""
+
+    async def aclose(self) -> None:
+        """Nothing to release; the data stays until the store is dropped."""
+
+    def _live(self, key: str, now: float) -> Conversation | None:
+        found = self._items.get(key)
+        if found is not None and found.is_expired(now):
+            del self._items[key]
+            return None
+        return found
+
+    def _purge(self, now: float) -> None:
+        # Conversations nobody reads again are never seen by `_live`; sweep them now and then
+        # so a long-running dev server does not grow without bound.
+        if now < self._next_purge:
+            return
+        self._next_purge = now + PURGE_INTERVAL
+        for key in [k for k, c in self._items.items() if c.is_expired(now)]:
+            del self._items[key]

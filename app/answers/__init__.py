@@ -1,1 +1,0 @@
-"""Answer engines: turn a question (and a conversation's earlier turns) into an answer."""

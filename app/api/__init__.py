@@ -1,0 +1,1 @@
+"""The HTTP surfaces: operations defined once, served as MCP tools and REST routes."""

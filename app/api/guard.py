@@ -1,0 +1,171 @@
+"""The checks every request passes before any route runs.
+
+In order: Host (421, DNS-rebinding defence), browser Origin (403), method on `/mcp` (405),
+body size (413, before anything parses it), and the `MCP-Protocol-Version` header (-32022 naming
+every version Anvil serves). One place for them, so REST and MCP behave alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.errors import problem_response
+
+MCP_PATH = "/mcp"
+#: Probes answer whatever Host the platform's health checker uses.
+UNGUARDED_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def matches(value: str, patterns: Sequence[str]) -> bool:
+    """Whether a Host or Origin value matches one of `patterns` (`x:*` = any port, `*` = anything)."""
+    for pattern in patterns:
+        if pattern in ("*", value):
+            return True
+        if pattern.endswith(":*"):
+            base = pattern[:-2]
+            port = value[len(base) + 1 :] if value.startswith(base + ":") else None
+            if value == base or (port is not None and port.isdigit()):
+                return True
+    return False
+
+
+class RequestGuard:
+    """ASGI middleware applying the pre-route checks described in the module docstring."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        allowed_hosts: Sequence[str],
+        allowed_origins: Sequence[str],
+        max_body_bytes: int,
+    ) -> None:
+        self.app = app
+        self.allowed_hosts = tuple(allowed_hosts)
+        self.allowed_origins = tuple(allowed_origins)
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in UNGUARDED_PATHS:
+            await self.app(scope, receive, send)
+            return
+        # RFC 9110 section 5.5: a field value excludes surrounding whitespace, but the HTTP parser
+        # keeps it, and the MCP routing headers are compared exactly.
+        scope["headers"] = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
+        headers = _checked_fields(scope["headers"])
+        refusal = self._refusal(scope, headers)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        body = await self._read_body(headers, receive)
+        if body is None:
+            await problem_response(
+                413, f"The request body is larger than {self.max_body_bytes} bytes.", kind="too-large"
+            )(scope, receive, send)
+            return
+        if scope["path"] == MCP_PATH:
+            version = headers.get("mcp-protocol-version")
+            if version is not None and version not in KNOWN_PROTOCOL_VERSIONS:
+                await _unsupported_version(version, body)(scope, receive, send)
+                return
+        await self.app(scope, replay_body(body, receive), send)
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> Response | None:
+        host = headers.get("host", "")
+        if not matches(host, self.allowed_hosts):
+            return problem_response(
+                421, "This Host is not served here; add it to ANVIL_ALLOWED_HOSTS.", kind="host"
+            )
+        origin = headers.get("origin")
+        if origin is not None and not matches(origin, self.allowed_origins):
+            return problem_response(
+                403,
+                "Requests from this browser Origin are not accepted; add it to ANVIL_ALLOWED_ORIGINS.",
+                kind="origin",
+            )
+        if scope["path"] == MCP_PATH and scope["method"] != "POST":
+            return problem_response(
+                405,
+                "Anvil's MCP endpoint is stateless: send each JSON-RPC message as a POST.",
+                kind="method",
+                headers={"Allow": "POST"},
+            )
+        return None
+
+    async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | None:
+        """The whole body, or None as soon as it is known to exceed the limit."""
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            return None
+        return await read_body(receive, limit=self.max_body_bytes)
+
+
+async def read_body(receive: Receive, *, limit: int | None = None) -> bytes | None:
+    """The whole request body, or None as soon as it grows past `limit`."""
+    chunks = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.extend(message.get("body", b""))
+        if limit is not None and len(chunks) > limit:
+            return None
+        if not message.get("more_body", False):
+            break
+    return bytes(chunks)
+
+
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that yields the already-read body once, then defers to the server."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+_CHECKED_FIELDS = frozenset({b"host", b"origin", b"content-length", b"mcp-protocol-version"})
+
+
+def _checked_fields(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """The header fields the guard looks at, decoded in one pass; the first of repeats wins."""
+    fields: dict[str, str] = {}
+    for name, value in raw:
+        if name in _CHECKED_FIELDS:
+            fields.setdefault(name.decode("latin-1"), value.decode("latin-1"))
+    return fields
+
+
+def _unsupported_version(requested: str, body: bytes) -> Response:
+    """JSON-RPC -32022 whose `supported` list names every revision Anvil serves, in both eras."""
+    request_id = None
+    try:
+        decoded = json.loads(body)
+        if isinstance(decoded, dict):
+            request_id = decoded.get("id")
+    except ValueError:
+        pass
+    error = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {
+            "code": UNSUPPORTED_PROTOCOL_VERSION,
+            "message": f"Unsupported protocol version {requested!r}; use one of the supported versions.",
+            "data": {"supported": list(KNOWN_PROTOCOL_VERSIONS), "requested": requested},
+        },
+    }
+    return Response(json.dumps(error), status_code=400, media_type="application/json")

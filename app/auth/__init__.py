@@ -1,1 +1,0 @@
-"""Sign-in: token verification, the dev issuer, and the caller's identity."""

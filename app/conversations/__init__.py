@@ -1,1 +1,0 @@
-"""Conversations: the history rule, turns, bounds, and the stores that keep them."""

@@ -1,0 +1,255 @@
+"""AskService: the history rule, applied the same way for every surface.
+
+History is loaded and written only when the caller is a signed-in user AND names a
+conversation; everything else is answered one-shot without a single store call. Turns are
+applied optimistically: a write that loses a race re-reads the conversation and re-applies the
+same answer on top, so no turn is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.domain.conversation import (
+    CONVERSATION_ID_RULE,
+    Conversation,
+    Turn,
+    is_valid_conversation_id,
+)
+from app.domain.principal import Principal
+from app.errors import Conflict, InvalidInput, Unavailable
+from app.ports import AnswerEngine, ConversationStore, Passage, VersionConflict
+
+#: A write that keeps losing races gives up after this many attempts (each loss means another
+#: turn landed, so the conversation is making progress).
+MAX_WRITE_ATTEMPTS = 64
+
+CLIENT_REQUEST_ID_RULE = CONVERSATION_ID_RULE.replace("conversationId", "clientRequestId")
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryLimits:
+    """How much of a conversation is kept, and for how long after its last turn."""
+
+    max_turns: int = 50
+    max_bytes: int = 262_144
+    ttl_seconds: int = 2_592_000
+
+
+@dataclass(frozen=True, slots=True)
+class AskRequest:
+    """What a caller asks; field meanings follow the `ask` tool's arguments."""
+
+    question: str
+    conversation_id: str | None = None
+    instructions: str | None = None
+    client_request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AskResult:
+    """The envelope every surface returns for `ask`."""
+
+    answer: str
+    conversation_id: str | None
+    note: str | None
+    created: bool
+    turn: int | None
+    condensed: bool
+    sources: tuple[Passage, ...]
+
+
+class AskService:
+    """Answers questions and keeps conversations, knowing nothing of HTTP or MCP."""
+
+    def __init__(
+        self,
+        store: ConversationStore,
+        engine: AnswerEngine,
+        *,
+        limits: HistoryLimits | None = None,
+        max_question_chars: int = 8000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.engine = engine
+        self.limits = limits or HistoryLimits()
+        self.max_question_chars = max_question_chars
+        self._clock = clock
+
+    async def ask(self, principal: Principal | None, request: AskRequest) -> AskResult:
+        """Answer `request`, continuing the named conversation when the history rule allows."""
+        self._validate(request)
+        if principal is None or request.conversation_id is None:
+            return await self._one_shot(principal, request)
+        return await self._continue(principal, request, request.conversation_id)
+
+    async def search(self, text: str, max_results: int = 5) -> list[Passage]:
+        """Rank corpus passages for `text`; no history is involved."""
+        if not text.strip():
+            raise InvalidInput("searchText must not be empty: pass the words to look for.")
+        if len(text) > self.max_question_chars:
+            raise InvalidInput(f"searchText is longer than {self.max_question_chars} characters: shorten it.")
+        if not 1 <= max_results <= 50:
+            raise InvalidInput(f"maxResults must be between 1 and 50 (got {max_results}).")
+        return await self.engine.search(text, max_results)
+
+    def _validate(self, request: AskRequest) -> None:
+        if not request.question.strip():
+            raise InvalidInput("question must not be empty: pass the question to answer.")
+        if len(request.question) > self.max_question_chars:
+            raise InvalidInput(
+                f"question is {len(request.question)} characters long; the limit is "
+                f"{self.max_question_chars}: shorten it or split it into several questions."
+            )
+        if request.conversation_id is not None and not is_valid_conversation_id(request.conversation_id):
+            raise InvalidInput(f"Invalid conversationId: {CONVERSATION_ID_RULE}.")
+        if request.client_request_id is not None and not is_valid_conversation_id(request.client_request_id):
+            raise InvalidInput(f"Invalid clientRequestId: {CLIENT_REQUEST_ID_RULE}.")
+        if request.instructions is not None and len(request.instructions) > self.max_question_chars:
+            raise InvalidInput(
+                f"instructions are longer than {self.max_question_chars} characters: shorten them."
+            )
+
+    async def _one_shot(self, principal: Principal | None, request: AskRequest) -> AskResult:
+        answer = await self.engine.answer(request.question, (), request.instructions)
+        if request.conversation_id is None:
+            note = (
+                "No conversationId was given, so this answer is one-shot and nothing was stored; "
+                "pass a conversationId to start or continue a conversation."
+            )
+        else:
+            note = (
+                "conversationId was ignored because the caller is not signed in; this answer is "
+                "one-shot and nothing was stored."
+            )
+        if request.client_request_id is not None:
+            note += " clientRequestId was accepted, but one-shot answers keep no receipt."
+        return AskResult(answer.text, None, note, False, None, False, answer.sources)
+
+    async def _continue(self, principal: Principal, request: AskRequest, conversation_id: str) -> AskResult:
+        # Only a retry key needs a digest of the arguments it must repeat.
+        digest = _request_digest(request) if request.client_request_id is not None else None
+        answer_text: str | None = None
+        sources: tuple[Passage, ...] = ()
+        answered_at_version = -1
+        for _ in range(MAX_WRITE_ATTEMPTS):
+            stored = await self.store.get(principal.oid, conversation_id)
+            now = self._clock()
+            if stored is not None and stored.tid != principal.tid:
+                raise Conflict(
+                    f"conversationId {conversation_id!r} is already used by your account in another "
+                    "tenant: choose another conversationId."
+                )
+            if stored is not None:
+                replay = _find_receipt(stored, request, digest)
+                if replay is not None:
+                    return replay
+                if request.instructions is not None:
+                    raise InvalidInput(
+                        f"instructions bind when a conversation is created, and conversation "
+                        f"{conversation_id!r} already exists: omit instructions, or use a new conversationId."
+                    )
+            if answer_text is None:
+                # Turns are immutable and carry `question` and `answer`: handed over without copies.
+                history = stored.turns if stored else ()
+                instructions = stored.instructions if stored else request.instructions
+                answer = await self.engine.answer(request.question, history, instructions)
+                answer_text, sources = answer.text, answer.sources
+                answered_at_version = stored.version if stored else 0
+            base = stored or Conversation(
+                oid=principal.oid,
+                tid=principal.tid,
+                conversation_id=conversation_id,
+                created_at=now,
+                updated_at=now,
+                expires_at=now + self.limits.ttl_seconds,
+                instructions=request.instructions,
+            )
+            turn = Turn(
+                number=base.next_turn_number,
+                question=request.question,
+                answer=answer_text,
+                at=now,
+                client_request_id=request.client_request_id,
+                request_digest=digest,
+            )
+            updated = base.with_turn(
+                turn,
+                now=now,
+                ttl_seconds=self.limits.ttl_seconds,
+                max_turns=self.limits.max_turns,
+                max_bytes=self.limits.max_bytes,
+            )
+            try:
+                if stored is None:
+                    await self.store.create(updated)
+                else:
+                    await self.store.replace(updated, expected_version=stored.version)
+            except VersionConflict:
+                continue
+            notes = []
+            if stored is not None and stored.version != answered_at_version:
+                notes.append(
+                    "Another turn landed on this conversation while this one was answered; "
+                    "this turn was added after it."
+                )
+            dropped_now = updated.dropped - base.dropped
+            if dropped_now:
+                notes.append(
+                    f"{dropped_now} older turn{'s were' if dropped_now > 1 else ' was'} dropped to keep "
+                    f"this conversation within its limits ({updated.dropped} dropped in all)."
+                )
+            return AskResult(
+                answer=answer_text,
+                conversation_id=conversation_id,
+                note=" ".join(notes) or None,
+                created=stored is None,
+                turn=turn.number,
+                condensed=updated.dropped > 0,
+                sources=sources,
+            )
+        raise Unavailable(
+            f"conversation {conversation_id!r} is receiving too many turns at once; retry in a second.",
+            retry_after=1.0,
+        )
+
+
+def _request_digest(request: AskRequest) -> str:
+    """A digest of the arguments a retry must repeat to be replayed."""
+    payload = json.dumps(
+        [request.question, request.conversation_id, request.instructions], separators=(",", ":")
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def _find_receipt(stored: Conversation, request: AskRequest, digest: str | None) -> AskResult | None:
+    """The earlier result of this `clientRequestId`, or None; refuses a key reused with other arguments."""
+    if request.client_request_id is None:
+        return None
+    for turn in stored.turns:
+        if turn.client_request_id != request.client_request_id:
+            continue
+        if turn.request_digest != digest:
+            raise Conflict(
+                f"clientRequestId {request.client_request_id!r} was already used with other arguments "
+                f"in conversation {stored.conversation_id!r}: use a new clientRequestId for a new question."
+            )
+        return AskResult(
+            answer=turn.answer,
+            conversation_id=stored.conversation_id,
+            note=(
+                f"Replayed: clientRequestId {request.client_request_id!r} was already answered as turn "
+                f"{turn.number}; nothing was appended."
+            ),
+            # The turn created the conversation unless start_conversation did so before it.
+            created=turn.number == 1 and turn.at == stored.created_at,
+            turn=turn.number,
+            condensed=stored.dropped > 0,
+            sources=(),
+        )
+    return None

@@ -1,0 +1,155 @@
+"""The ports: what the domain needs from the outside world, as small Protocols.
+
+- `ConversationStore`: where conversations live (memory, SQLite, Cosmos DB).
+- `AnswerEngine`: what turns a question into an answer (retrieval, echo).
+- `Verifier`: what turns a bearer token into the caller it proves (dev issuer, Entra ID).
+
+Adapters implement them (`app/adapters/`); `create_app` chooses which, from the settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from app.domain.conversation import Conversation, ConversationPage
+from app.domain.principal import Principal
+
+# --- Conversation stores ------------------------------------------------------------------------
+
+
+class VersionConflict(Exception):
+    """Another writer got there first (or the conversation is gone): re-read and re-apply."""
+
+
+class InvalidCursor(ValueError):
+    """A listing cursor this store did not issue (or that no longer parses)."""
+
+
+class Stored(NamedTuple):
+    """A conversation as read, with the concurrency token (ETag) a conditional write must name."""
+
+    conversation: Conversation
+    etag: str
+
+
+class ConversationStore(Protocol):
+    """Where conversations live. Every implementation passes `tests/contract`.
+
+    Stores keep whole `Conversation` values under `conversation_key(oid, conversationId)` and
+    write optimistically: `create` fails if a live conversation already has the key, `replace`
+    fails unless the stored conversation still carries the ETag the caller read. Expired
+    conversations behave exactly as missing ones. Stores know nothing of users' rights: the
+    services check `tid` and decide what to load.
+    """
+
+    async def get(self, oid: str, conversation_id: str) -> Stored | None:
+        """The live conversation under this key and its ETag, or None when missing or expired."""
+        ...
+
+    async def create(self, conversation: Conversation) -> str:
+        """Store a new conversation and return its ETag; `VersionConflict` if a live one has its key.
+
+        An expired conversation under the same key is replaced.
+        """
+        ...
+
+    async def replace(self, conversation: Conversation, *, if_match: str) -> str:
+        """Overwrite the stored conversation if it still carries `if_match`; returns the new ETag.
+
+        Raises `VersionConflict` when the stored conversation changed, expired or is gone.
+        """
+        ...
+
+    async def delete(self, oid: str, conversation_id: str, *, if_match: str | None = None) -> bool:
+        """Remove a conversation; True if a live one was removed.
+
+        `if_match` is the ETag of a read that found it live: a store may then skip reading it
+        again. A conversation rewritten since that read is still removed (a write leaves it live).
+        """
+        ...
+
+    async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
+        """The user's live conversations in tenant `tid`, newest `updatedAt` first (ties: by id).
+
+        At most `limit` items per page; `cursor` (from a previous page) continues the listing.
+        Raises `InvalidCursor` for a cursor this store did not issue.
+        """
+        ...
+
+    async def delete_all(self, oid: str, tid: str) -> int:
+        """Remove every conversation of the user in tenant `tid`; returns how many live ones were removed."""
+        ...
+
+    async def check(self) -> None:
+        """Raise if the store cannot serve requests (used by `/readyz`)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+# --- Answer engines -----------------------------------------------------------------------------
+
+
+class PastExchange(Protocol):
+    """An earlier question and its answer: an `Exchange`, or a stored turn handed over as is."""
+
+    @property
+    def question(self) -> str: ...
+
+    @property
+    def answer(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """An earlier question and answer of the conversation, oldest first when in a sequence."""
+
+    question: str
+    answer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A ranked piece of the corpus: the file it comes from (relative path), its heading and text."""
+
+    source: str
+    heading: str
+    text: str
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What an engine answered, with the passages it drew on (empty when none)."""
+
+    text: str
+    sources: tuple[Passage, ...] = ()
+
+
+class AnswerEngine(Protocol):
+    """Turns a question into an answer; may use earlier turns and the conversation's instructions."""
+
+    name: str
+
+    async def answer(
+        self, question: str, history: Sequence[PastExchange], instructions: str | None = None
+    ) -> Answer:
+        """Answer `question`. `history` holds the conversation's earlier turns, oldest first."""
+        ...
+
+    async def search(self, text: str, max_results: int) -> list[Passage]:
+        """The passages that best match `text`, best first, at most `max_results`."""
+        ...
+
+
+# --- Sign-in ------------------------------------------------------------------------------------
+
+
+class Verifier(Protocol):
+    """Turns a bearer token into the caller it proves, or raises `AuthError`."""
+
+    async def verify(self, token: str) -> Principal: ...

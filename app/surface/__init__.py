@@ -1,1 +1,0 @@
-"""The surfaces callers reach: MCP tools and REST routes, both thin over one service."""
