@@ -1,52 +1,176 @@
-"""The small error hierarchy every layer raises and every surface maps once.
+"""The one error model: every error Anvil reports carries its kind, HTTP status and message.
 
 Messages are written for the caller (often an agent): each says what went wrong and what to do
-next. They never contain tokens or other secrets.
+next, and never contains a token or another secret. Each surface renders them once:
+`problem_response` here for HTTP (RFC 9457 `application/problem+json`), and the MCP surface's
+`tool_error` for a tool result with `isError: true`.
 """
 
 from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
+from starlette.responses import Response
+
+PROBLEM_TYPE_BASE = "https://anvil.dev/problems/"
+
+_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    409: "Conflict",
+    413: "Content Too Large",
+    421: "Misdirected Request",
+    422: "Unprocessable Content",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 class AnvilError(Exception):
     """Base of every error Anvil reports to a caller."""
 
-    #: Short machine-readable kind, used as the problem type suffix on REST.
+    #: Short machine-readable kind: the suffix of the problem `type` on HTTP.
     kind = "error"
+    #: HTTP status of the problem document.
+    status = 500
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def headers(self) -> dict[str, str]:
+        """Extra HTTP headers the problem response carries."""
+        return {}
 
 
 class InvalidInput(AnvilError):
     """The caller sent something that cannot be accepted as it is."""
 
     kind = "invalid-input"
+    status = 400
+
+
+class SignInRequired(AnvilError):
+    """The operation needs a signed-in user and the caller is anonymous.
+
+    Only happens when sign-in is off (`ANVIL_AUTH_MODE=none`), where no bearer challenge could
+    help: 403 rather than a 401 without `WWW-Authenticate`.
+    """
+
+    kind = "sign-in-required"
+    status = 403
 
 
 class NotFound(AnvilError):
     """The thing asked for does not exist (or belongs to someone else, which looks the same)."""
 
     kind = "not-found"
+    status = 404
 
 
 class Conflict(AnvilError):
     """The request contradicts what is already stored."""
 
     kind = "conflict"
+    status = 409
 
 
 class Unavailable(AnvilError):
     """A dependency is busy or down; the same request may succeed later."""
 
     kind = "unavailable"
+    status = 503
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
+    def headers(self) -> dict[str, str]:
+        # No hint means nobody knows when it will work again (refused credentials, say).
+        return {} if self.retry_after is None else {"Retry-After": retry_after_header(self.retry_after)}
 
-class SignInRequired(AnvilError):
-    """The operation needs a signed-in user and the caller is anonymous."""
 
-    kind = "sign-in-required"
+AuthErrorCode = Literal["invalid_token", "insufficient_scope"]
+
+
+class AuthError(AnvilError):
+    """A bearer token was missing, invalid, or lacked a scope the operation needs (RFC 6750).
+
+    The sign-in middleware adds the `WWW-Authenticate` challenge. Descriptions are fixed
+    sentences: they never quote the token or a claim taken from it, so they are safe to return
+    and to log.
+    """
+
+    def __init__(
+        self,
+        status: Literal[401, 403],
+        error: AuthErrorCode,
+        description: str,
+        scope: str | None = None,
+    ) -> None:
+        super().__init__(description)
+        self.status = status
+        self.kind = error.replace("_", "-")
+        self.error = error
+        self.description = description
+        #: For 403 only: the scopes the operation needs, space-separated as in RFC 6750.
+        self.scope = scope
+
+    @classmethod
+    def invalid(cls, description: str) -> AuthError:
+        """A 401 `invalid_token`: the token cannot be trusted (bad, expired, foreign, ...)."""
+        return cls(401, "invalid_token", description)
+
+    @classmethod
+    def insufficient_scope(cls, scopes: Iterable[str]) -> AuthError:
+        """A 403 `insufficient_scope`: the token is genuine but was not granted `scopes`."""
+        # A bare string would otherwise be iterated character by character.
+        names = scopes.split() if isinstance(scopes, str) else list(scopes)
+        scope = " ".join(names)
+        return cls(
+            403, "insufficient_scope", f"The access token lacks a required scope ({scope}).", scope=scope
+        )
+
+    def __repr__(self) -> str:
+        return f"AuthError({self.status}, {self.error!r}, {self.description!r})"
+
+
+def retry_after_header(seconds: float | None) -> str:
+    """The `Retry-After` value for a wait of `seconds`: whole seconds, at least 1."""
+    return str(max(1, math.ceil(seconds or 1)))
+
+
+def problem_document(status: int, detail: str, kind: str | None = None) -> dict[str, object]:
+    """The RFC 9457 body: `type`, `title`, `status`, `detail` (which must be safe to show)."""
+    return {
+        "type": PROBLEM_TYPE_BASE + (kind or str(status)),
+        "title": _TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+    }
+
+
+def problem_response(
+    status: int, detail: str, *, kind: str | None = None, headers: Mapping[str, str] | None = None
+) -> Response:
+    """An `application/problem+json` response; `detail` must be safe to show (no secrets)."""
+    return Response(
+        json.dumps(problem_document(status, detail, kind)),
+        status_code=status,
+        media_type="application/problem+json",
+        headers=dict(headers or {}),
+    )
+
+
+def error_response(error: AnvilError, headers: Mapping[str, str] | None = None) -> Response:
+    """The problem response for `error`, with its own headers and any `headers` given."""
+    return problem_response(
+        error.status, error.message, kind=error.kind, headers={**error.headers(), **(headers or {})}
+    )

@@ -1,9 +1,14 @@
-"""The long-lived objects of a running Anvil, opened in the app lifespan and shared by surfaces."""
+"""The long-lived objects of a running Anvil: opened by the app's lifespan, read per request.
+
+The lifespan yields `{"runtime": Runtime(...)}` as the ASGI lifespan state, which the server
+copies into every request's `scope["state"]`; the surfaces read it from there.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.domain.ask import AskService
 from app.domain.lifecycle import ConversationService
@@ -25,16 +30,10 @@ class Runtime:
     readiness: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
 
 
-class RuntimeRef:
-    """Filled in by the lifespan; surfaces are built before it runs and read it per request."""
-
-    def __init__(self) -> None:
-        self._runtime: Runtime | None = None
-
-    def set(self, runtime: Runtime | None) -> None:
-        self._runtime = runtime
-
-    def get(self) -> Runtime:
-        if self._runtime is None:
-            raise RuntimeError("Anvil has not started (the app lifespan did not run)")
-        return self._runtime
+def runtime_of(scope: Mapping[str, Any]) -> Runtime:
+    """The runtime the lifespan put in this request's state."""
+    state = scope.get("state")
+    runtime = state.get("runtime") if isinstance(state, dict) else None
+    if not isinstance(runtime, Runtime):
+        raise RuntimeError("Anvil has not started: the ASGI server did not run the app's lifespan")
+    return runtime

@@ -172,6 +172,14 @@ class Settings(BaseSettings):
             "when a tracer provider is configured at start-up, `on` always, `off` never."
         ),
     )
+    mcp_single_exchange: bool = Field(
+        True,
+        description=(
+            "Serve handshake-era `tools/call` and `tools/list` as one exchange through the SDK's "
+            "request pipeline, without the per-request session its stateless transport builds "
+            "(`false`: every MCP request goes through the SDK's request manager)."
+        ),
+    )
 
     @field_validator(
         "allowed_hosts", "allowed_origins", "entra_required_scopes", "entra_allowed_tenants", mode="before"

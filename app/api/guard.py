@@ -7,14 +7,12 @@ every version Anvil serves). One place for them, so REST and MCP behave alike.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from mcp_types import UNSUPPORTED_PROTOCOL_VERSION
-from mcp_types.version import KNOWN_PROTOCOL_VERSIONS
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.api.spec_fixes import SERVED_VERSIONS, strip_header_whitespace, unsupported_version
 from app.errors import problem_response
 
 MCP_PATH = "/mcp"
@@ -55,9 +53,7 @@ class RequestGuard:
         if scope["type"] != "http" or scope["path"] in UNGUARDED_PATHS:
             await self.app(scope, receive, send)
             return
-        # RFC 9110 section 5.5: a field value excludes surrounding whitespace, but the HTTP parser
-        # keeps it, and the MCP routing headers are compared exactly.
-        scope["headers"] = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
+        strip_header_whitespace(scope)
         headers = _checked_fields(scope["headers"])
         refusal = self._refusal(scope, headers)
         if refusal is not None:
@@ -74,8 +70,8 @@ class RequestGuard:
             return
         if scope["path"] == MCP_PATH:
             version = headers.get("mcp-protocol-version")
-            if version is not None and version not in KNOWN_PROTOCOL_VERSIONS:
-                await _unsupported_version(version, body)(scope, receive, send)
+            if version is not None and version not in SERVED_VERSIONS:
+                await unsupported_version(version, body)(scope, receive, send)
                 return
         await self.app(scope, replay_body(body, receive), send)
 
@@ -148,24 +144,3 @@ def _checked_fields(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
         if name in _CHECKED_FIELDS:
             fields.setdefault(name.decode("latin-1"), value.decode("latin-1"))
     return fields
-
-
-def _unsupported_version(requested: str, body: bytes) -> Response:
-    """JSON-RPC -32022 whose `supported` list names every revision Anvil serves, in both eras."""
-    request_id = None
-    try:
-        decoded = json.loads(body)
-        if isinstance(decoded, dict):
-            request_id = decoded.get("id")
-    except ValueError:
-        pass
-    error = {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {
-            "code": UNSUPPORTED_PROTOCOL_VERSION,
-            "message": f"Unsupported protocol version {requested!r}; use one of the supported versions.",
-            "data": {"supported": list(KNOWN_PROTOCOL_VERSIONS), "requested": requested},
-        },
-    }
-    return Response(json.dumps(error), status_code=400, media_type="application/json")

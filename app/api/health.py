@@ -1,9 +1,4 @@
-"""`GET /healthz` and `GET /readyz`, shared by the REST router and the direct dispatch in `app.main`.
-
-Platform probes are the first requests a new replica gets; `app.main` answers them without
-building the REST app (FastAPI), which is built on first use. The REST router lists the same
-routes, calling these functions, so they stay in the OpenAPI document.
-"""
+"""What `GET /healthz` (alive) and `GET /readyz` (dependencies reachable) answer."""
 
 from __future__ import annotations
 

@@ -1,164 +1,127 @@
-"""The REST surface for API Management and curl: the same service and envelope as MCP."""
+"""The REST surface for API Management and curl, generated from the same operations as MCP.
 
-# No `from __future__ import annotations`: FastAPI reads the route annotations at runtime.
+Each operation becomes one route: path parameters, query (GET, DELETE) or JSON body (POST) are
+gathered into one mapping and checked by the operation's arguments model, exactly as a tool
+call's arguments are; the result is the operation's result model. The OpenAPI document
+describes the parameters and body from that same model.
+"""
 
-import math
-from typing import Annotated, Any
+# No `from __future__ import annotations`: FastAPI reads the endpoint annotations at runtime.
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
-from fastapi.exceptions import RequestValidationError
+import json
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.utils import get_openapi
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.api.health import liveness, readiness
-from app.api.schemas import (
-    AskBody,
-    AskOutput,
-    ConversationOutput,
-    DeleteAllOutput,
-    DeleteOutput,
-    ListOutput,
-    StartBody,
-    StartOutput,
-)
+from app.api.operations import OPERATIONS, Call, Operation
 from app.api.signin import principal_of
-from app.domain.ask import AskRequest
-from app.domain.principal import Principal
-from app.errors import (
-    AnvilError,
-    Conflict,
-    InvalidInput,
-    NotFound,
-    SignInRequired,
-    Unavailable,
-    problem_response,
-)
-from app.runtime import Runtime, RuntimeRef
+from app.errors import InvalidInput, problem_response
+from app.runtime import runtime_of
+from app.settings import Settings
 
-# SignInRequired only happens when sign-in is off (anonymous callers), where no bearer challenge
-# could help: 403 rather than a 401 without WWW-Authenticate.
-STATUS = {InvalidInput: 400, SignInRequired: 403, NotFound: 404, Conflict: 409, Unavailable: 503}
-
-PROBLEM: dict[str, Any] = {
-    "description": "Problem document (RFC 9457)",
-    "content": {"application/problem+json": {}},
-}
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
 
-def error_response(error: AnvilError) -> Response:
-    """Map an `AnvilError` to its status and problem document."""
-    status = next((code for kind, code in STATUS.items() if isinstance(error, kind)), 500)
-    headers = {}
-    if isinstance(error, Unavailable) and error.retry_after is not None:
-        headers["Retry-After"] = str(max(1, math.ceil(error.retry_after)))
-    return problem_response(status, error.message, kind=error.kind, headers=headers)
-
-
-def build_router(runtime_ref: RuntimeRef) -> APIRouter:
-    """Routes under `/api`, plus the health probes."""
-
-    def runtime() -> Runtime:
-        return runtime_ref.get()
-
-    def caller(request: Request) -> Principal | None:
-        return principal_of(request.scope)
-
-    RuntimeDep = Annotated[Runtime, Depends(runtime)]
-    CallerDep = Annotated[Principal | None, Depends(caller)]
-    router = APIRouter()
-
-    @router.post(
-        "/api/ask",
-        response_model=AskOutput,
-        summary="Ask a question",
-        description=(
-            "Same rules as the MCP `ask` tool: history is kept only for a signed-in caller who passes "
-            "a conversationId."
-        ),
-        operation_id="ask",
-        responses={400: PROBLEM, 401: PROBLEM, 409: PROBLEM, 413: PROBLEM, 503: PROBLEM},
-        tags=["ask"],
-    )
-    async def ask(body: AskBody, rt: RuntimeDep, principal: CallerDep) -> AskOutput:
-        request = AskRequest(body.question, body.conversationId, body.instructions, body.clientRequestId)
-        return AskOutput.of(await rt.service.ask(principal, request))
-
-    conversation_errors: dict[int | str, dict[str, Any]] = {
-        400: PROBLEM,
-        401: PROBLEM,
-        403: PROBLEM,
-        503: PROBLEM,
+def _problem(status: int) -> dict[str, Any]:
+    return {
+        "description": "Problem document (RFC 9457) saying what to change",
+        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
     }
 
-    @router.post(
-        "/api/conversations",
-        response_model=StartOutput,
-        status_code=201,
-        summary="Start a conversation with a server-minted id",
-        operation_id="startConversation",
-        responses={**conversation_errors, 409: PROBLEM},
-        tags=["conversations"],
-    )
-    async def start_conversation(
-        rt: RuntimeDep, principal: CallerDep, body: StartBody | None = None
-    ) -> StartOutput:
-        body = body or StartBody()
-        started = await rt.conversations.start(principal, instructions=body.instructions, title=body.title)
-        return StartOutput.of(started)
 
-    @router.get(
-        "/api/conversations",
-        response_model=ListOutput,
-        summary="List your conversations, newest first",
-        operation_id="listConversations",
-        responses=conversation_errors,
-        tags=["conversations"],
-    )
-    async def list_conversations(
-        rt: RuntimeDep,
-        principal: CallerDep,
-        limit: Annotated[int, Query(description="Conversations per page (1-100).")] = 20,
-        cursor: Annotated[str | None, Query(description="nextCursor of the previous page.")] = None,
-    ) -> ListOutput:
-        return ListOutput.of(await rt.conversations.list(principal, limit=limit, cursor=cursor))
+def _path_names(operation: Operation[Any, Any]) -> set[str]:
+    return {part[1:-1] for part in operation.route.path.split("/") if part.startswith("{")}
 
-    @router.delete(
-        "/api/conversations",
-        response_model=DeleteAllOutput,
-        summary="Delete all of your conversations",
-        operation_id="deleteAllConversations",
-        responses=conversation_errors,
-        tags=["conversations"],
-    )
-    async def delete_all_conversations(rt: RuntimeDep, principal: CallerDep) -> DeleteAllOutput:
-        return DeleteAllOutput(deleted=await rt.conversations.delete_all(principal))
 
-    @router.get(
-        "/api/conversations/{conversationId}",
-        response_model=ConversationOutput,
-        summary="Read back one conversation, newest turn last",
-        operation_id="getConversation",
-        responses={**conversation_errors, 404: PROBLEM},
-        tags=["conversations"],
-    )
-    async def get_conversation(
-        conversationId: str,
-        rt: RuntimeDep,
-        principal: CallerDep,
-        limit: Annotated[int | None, Query(description="Only the latest N turns (1-1000).")] = None,
-    ) -> ConversationOutput:
-        conversation, turns = await rt.conversations.get(principal, conversationId, limit=limit)
-        return ConversationOutput.of(conversation, turns)
+def _documented_inputs(operation: Operation[Any, Any]) -> dict[str, Any]:
+    """The OpenAPI `parameters` and `requestBody` of a route, from its arguments model."""
+    schema = operation.arguments.model_json_schema(by_alias=True)
+    properties: dict[str, Any] = schema.get("properties", {})
+    if not properties:
+        return {}
+    required = set(schema.get("required", []))
+    path_names = _path_names(operation)
+    if operation.route.method == "POST":
+        return {
+            "requestBody": {
+                "required": bool(required),
+                "content": {"application/json": {"schema": schema}},
+            }
+        }
+    parameters = []
+    for name, field_schema in properties.items():
+        # An optional argument is simply left out of a query, never sent as null.
+        variants = [v for v in field_schema.get("anyOf", [field_schema]) if v.get("type") != "null"]
+        described = {k: v for k, v in variants[0].items() if k not in ("title", "description")}
+        parameters.append(
+            {
+                "name": name,
+                "in": "path" if name in path_names else "query",
+                "required": name in path_names or name in required,
+                "description": field_schema.get("description", ""),
+                "schema": described,
+            }
+        )
+    return {"parameters": parameters}
 
-    @router.delete(
-        "/api/conversations/{conversationId}",
-        response_model=DeleteOutput,
-        summary="Delete one conversation (idempotent)",
-        operation_id="deleteConversation",
-        responses=conversation_errors,
-        tags=["conversations"],
-    )
-    async def delete_conversation(conversationId: str, rt: RuntimeDep, principal: CallerDep) -> DeleteOutput:
-        return DeleteOutput(deleted=await rt.conversations.delete(principal, conversationId))
+
+def _endpoint(operation: Operation[Any, Any]) -> Any:
+    status = operation.route.status_code
+    takes_body = operation.route.method == "POST"
+
+    async def endpoint(request: Request) -> Response:
+        arguments: dict[str, Any] = dict(request.query_params)
+        if takes_body:
+            arguments.update(await _json_object(request))
+        arguments.update(request.path_params)
+        parsed = operation.parse(arguments)
+        call = Call(runtime_of(request.scope), principal_of(request.scope))
+        output = await operation.handler(call, parsed)
+        return Response(
+            output.model_dump_json(by_alias=True), status_code=status, media_type="application/json"
+        )
+
+    endpoint.__name__ = operation.name
+    return endpoint
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    body = await request.body()
+    if not body.strip():
+        return {}
+    try:
+        decoded = json.loads(body)
+    except ValueError:
+        raise InvalidInput(
+            "The request body is not valid JSON: send a JSON object of the arguments."
+        ) from None
+    if not isinstance(decoded, dict):
+        raise InvalidInput("The request body must be a JSON object of the arguments.")
+    return decoded
+
+
+def build_router(settings: Settings) -> APIRouter:
+    """The REST routes of every operation, the health probes and the sign-in metadata."""
+    router = APIRouter()
+    for operation in OPERATIONS:
+        route = operation.route
+        router.add_api_route(
+            route.path,
+            _endpoint(operation),
+            methods=[route.method],
+            response_model=operation.result,
+            status_code=route.status_code,
+            summary=route.summary,
+            description=operation.describe(settings),
+            operation_id=route.operation_id,
+            tags=[route.tag],
+            responses={status: _problem(status) for status in (*route.errors, 401)},
+            openapi_extra=_documented_inputs(operation),
+        )
 
     @router.get("/healthz", summary="Liveness", operation_id="healthz", tags=["health"])
     async def healthz() -> dict[str, str]:
@@ -171,26 +134,63 @@ def build_router(runtime_ref: RuntimeRef) -> APIRouter:
         tags=["health"],
         responses={503: {"description": "A dependency is not reachable"}},
     )
-    async def readyz(rt: RuntimeDep) -> JSONResponse:
-        return await readiness(rt)
+    async def readyz(request: Request) -> JSONResponse:
+        return await readiness(runtime_of(request.scope))
 
+    async def resource_metadata(request: Request) -> Response:
+        document = runtime_of(request.scope).resource_metadata
+        if document is None:
+            return problem_response(404, "Sign-in is off on this server (ANVIL_AUTH_MODE=none).")
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
+
+    router.add_api_route(WELL_KNOWN, resource_metadata, methods=["GET"], include_in_schema=False)
+    router.add_api_route(WELL_KNOWN + "/mcp", resource_metadata, methods=["GET"], include_in_schema=False)
     return router
 
 
-def install_error_handlers(api: FastAPI) -> None:
-    """Every REST error is a problem document that says what to change."""
-
-    async def anvil_error(_: Request, error: Exception) -> Response:
-        assert isinstance(error, AnvilError)
-        return error_response(error)
-
-    async def validation_error(_: Request, error: Exception) -> Response:
-        assert isinstance(error, RequestValidationError)
-        details = []
-        for item in error.errors():
-            where = ".".join(str(p) for p in item["loc"] if p != "body") or "body"
-            details.append(f"{where}: {item['msg']}")
-        return problem_response(400, "Invalid request: " + "; ".join(details) + ".", kind="invalid-input")
-
-    api.add_exception_handler(AnvilError, anvil_error)
-    api.add_exception_handler(RequestValidationError, validation_error)
+def build_openapi(api: FastAPI, settings: Settings) -> dict[str, Any]:
+    """The OpenAPI document API Management imports: REST routes, `/mcp`, and bearer sign-in."""
+    schema = get_openapi(
+        title=api.title,
+        version=api.version,
+        description=api.description,
+        routes=api.routes,
+        servers=[{"url": settings.base_url}],
+    )
+    components = schema.setdefault("components", {})
+    components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}
+    components.setdefault("schemas", {})["Problem"] = {
+        "type": "object",
+        "description": "RFC 9457 problem document",
+        "properties": {
+            "type": {"type": "string"},
+            "title": {"type": "string"},
+            "status": {"type": "integer"},
+            "detail": {"type": "string", "description": "What went wrong and what to change."},
+        },
+        "required": ["type", "title", "status", "detail"],
+    }
+    for path, operations in schema["paths"].items():
+        if path.startswith("/api/"):
+            for operation in operations.values():
+                operation["security"] = [{"bearer": []}]
+    schema["paths"]["/mcp"] = {
+        "post": {
+            "operationId": "mcp",
+            "summary": "MCP Streamable HTTP endpoint (JSON-RPC 2.0, stateless, every protocol revision)",
+            "tags": ["mcp"],
+            "security": [{"bearer": []}],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"type": "object"}}},
+            },
+            "responses": {
+                "200": {"description": "JSON-RPC response", "content": {"application/json": {}}},
+                "202": {"description": "Notification accepted"},
+                "400": {"description": "JSON-RPC error (e.g. -32022 unsupported protocol version)"},
+                "401": _problem(401)
+                | {"description": "Sign-in required; WWW-Authenticate names the metadata"},
+            },
+        }
+    }
+    return schema

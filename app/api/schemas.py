@@ -1,4 +1,11 @@
-"""Wire shapes shared by the MCP tools (structuredContent, outputSchema) and REST (JSON bodies)."""
+"""Wire shapes of every operation: arguments (MCP `inputSchema`, REST body or query) and results
+(MCP `structuredContent` and `outputSchema`, REST response bodies).
+
+Argument models carry every rule a caller must follow (`pattern`, lengths, bounds) so that the
+schema a model reads and the check that runs are one and the same. Fields are snake_case in
+Python and camelCase on the wire. Limits that are settings (question length, history bounds) are
+checked by the services and named in the descriptions.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +14,131 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.domain.ask import AskResult
-from app.domain.conversation import Conversation, ConversationPage, ConversationSummary, Turn
-from app.domain.lifecycle import StartedConversation
+from app.domain.ask import MAX_SEARCH_RESULTS, AskResult
+from app.domain.conversation import (
+    CONVERSATION_ID_PATTERN,
+    Conversation,
+    ConversationPage,
+    ConversationSummary,
+    Turn,
+)
+from app.domain.lifecycle import MAX_LIST_LIMIT, MAX_TITLE_CHARS, MAX_TURNS_LIMIT, StartedConversation
 from app.ports import Passage
+
+
+class Arguments(BaseModel):
+    """Base of every argument model: wire names only, and an unknown argument is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def conversation_id_field(description: str) -> Any:
+    return Field(alias="conversationId", pattern=CONVERSATION_ID_PATTERN, description=description)
+
+
+class AskInput(Arguments):
+    """Arguments of `ask`."""
+
+    model_config = ConfigDict(title="AskArguments")
+
+    question: str = Field(min_length=1, description="The question to answer, in plain words.")
+    conversation_id: str | None = Field(
+        None,
+        alias="conversationId",
+        pattern=CONVERSATION_ID_PATTERN,
+        description=(
+            "Continue (or start) this conversation: 1-64 letters, digits, '.', '_' or '-' (a UUID "
+            "works). Pass the same id on every turn; omit it for a one-shot answer that stores nothing."
+        ),
+    )
+    instructions: str | None = Field(
+        None,
+        description=(
+            "Instructions for the whole conversation (tone, audience, format). Only when the "
+            "conversation is created: passing them for an existing one is an error."
+        ),
+    )
+    client_request_id: str | None = Field(
+        None,
+        alias="clientRequestId",
+        pattern=CONVERSATION_ID_PATTERN,
+        description=(
+            "Retry key, same pattern as conversationId: a retry with the same key and arguments "
+            "returns the stored answer instead of adding the turn twice."
+        ),
+    )
+
+
+class SearchInput(Arguments):
+    """Arguments of `search`."""
+
+    model_config = ConfigDict(title="SearchArguments")
+
+    search_text: str = Field(alias="searchText", min_length=1, description="Words to look for.")
+    max_results: int = Field(
+        5,
+        alias="maxResults",
+        ge=1,
+        le=MAX_SEARCH_RESULTS,
+        description=f"How many passages to return (1-{MAX_SEARCH_RESULTS}).",
+    )
+
+
+class StartInput(Arguments):
+    """Arguments of `start_conversation`."""
+
+    model_config = ConfigDict(title="StartConversationArguments")
+
+    instructions: str | None = Field(
+        None, description="Instructions the answer engine follows on every turn of the conversation."
+    )
+    title: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_TITLE_CHARS,
+        description=f"A short title shown in list_conversations (1-{MAX_TITLE_CHARS} characters).",
+    )
+
+
+class ListInput(Arguments):
+    """Arguments of `list_conversations`."""
+
+    model_config = ConfigDict(title="ListConversationsArguments")
+
+    limit: int = Field(
+        20, ge=1, le=MAX_LIST_LIMIT, description=f"Conversations per page (1-{MAX_LIST_LIMIT})."
+    )
+    cursor: str | None = Field(
+        None, min_length=1, description="nextCursor of the previous page, unchanged; omit for the first page."
+    )
+
+
+class GetInput(Arguments):
+    """Arguments of `get_conversation`."""
+
+    model_config = ConfigDict(title="GetConversationArguments")
+
+    conversation_id: str = conversation_id_field("The conversation's id (from ask or start_conversation).")
+    limit: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_TURNS_LIMIT,
+        description=f"Return only the latest N turns (1-{MAX_TURNS_LIMIT}); omit for every kept turn.",
+    )
+
+
+class DeleteInput(Arguments):
+    """Arguments of `delete_conversation`."""
+
+    model_config = ConfigDict(title="DeleteConversationArguments")
+
+    conversation_id: str = conversation_id_field("The conversation to delete, with all its turns.")
+
+
+class NoInput(Arguments):
+    """An operation without arguments."""
+
+    model_config = ConfigDict(title="NoArguments")
 
 
 class SourceRef(BaseModel):
@@ -84,21 +212,6 @@ class SearchOutput(BaseModel):
     model_config = ConfigDict(title="SearchResult")
 
     results: list[SearchHit] = Field(description="Ranked passages, best first.")
-
-
-class AskBody(BaseModel):
-    """`POST /api/ask` body: the same arguments as the `ask` tool."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    question: str = Field(description="The question to answer.")
-    conversationId: str | None = Field(
-        None, description="Continue (or start) this conversation; omit for a one-shot answer."
-    )
-    instructions: str | None = Field(None, description="Instructions bound when the conversation is created.")
-    clientRequestId: str | None = Field(
-        None, description="Retry key: a retry with the same key is not appended twice."
-    )
 
 
 def iso_time(seconds: float) -> str:
@@ -211,12 +324,3 @@ class DeleteAllOutput(BaseModel):
     """How many of the caller's conversations were deleted."""
 
     deleted: int = Field(description="Number of conversations deleted.")
-
-
-class StartBody(BaseModel):
-    """`POST /api/conversations` body."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    instructions: str | None = Field(None, description="Instructions the answer engine gets on every turn.")
-    title: str | None = Field(None, description="A title shown in listings.")

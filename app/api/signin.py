@@ -10,17 +10,15 @@ or a log line. The verified caller is left in `scope["state"]["principal"]` for 
 from __future__ import annotations
 
 import logging
-import math
 
 from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.adapters.auth.errors import AuthError
 from app.domain.principal import Principal
-from app.errors import Unavailable, problem_response
+from app.errors import AuthError, Unavailable, error_response, problem_response
 from app.ports import Verifier
-from app.runtime import RuntimeRef
+from app.runtime import runtime_of
 
 logger = logging.getLogger(__name__)
 
@@ -37,9 +35,8 @@ def principal_of(scope: Scope) -> Principal | None:
 class BearerAuthMiddleware:
     """Verifies the bearer token of protected requests; a runtime without a verifier is anonymous."""
 
-    def __init__(self, app: ASGIApp, *, runtime: RuntimeRef, resource_metadata_url: str) -> None:
+    def __init__(self, app: ASGIApp, *, resource_metadata_url: str) -> None:
         self.app = app
-        self.runtime = runtime
         self.resource_metadata_url = resource_metadata_url
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -47,7 +44,7 @@ class BearerAuthMiddleware:
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        verifier = self.runtime.get().verifier
+        verifier = runtime_of(scope).verifier
         if verifier is None:
             state["principal"] = None
             await self.app(scope, receive, send)
@@ -59,8 +56,7 @@ class BearerAuthMiddleware:
             await self._refuse(error, token_sent=authorization is not None)(scope, receive, send)
             return
         except Unavailable as error:
-            retry = {"Retry-After": str(max(1, math.ceil(error.retry_after or 1)))}
-            await problem_response(503, error.message, kind=error.kind, headers=retry)(scope, receive, send)
+            await error_response(error)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 

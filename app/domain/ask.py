@@ -28,6 +28,9 @@ from app.ports import AnswerEngine, ConversationStore, Passage, VersionConflict
 #: turn landed, so the conversation is making progress).
 MAX_WRITE_ATTEMPTS = 64
 
+#: The most passages one search returns.
+MAX_SEARCH_RESULTS = 50
+
 CLIENT_REQUEST_ID_RULE = CONVERSATION_ID_RULE.replace("conversationId", "clientRequestId")
 
 
@@ -94,8 +97,8 @@ class AskService:
             raise InvalidInput("searchText must not be empty: pass the words to look for.")
         if len(text) > self.max_question_chars:
             raise InvalidInput(f"searchText is longer than {self.max_question_chars} characters: shorten it.")
-        if not 1 <= max_results <= 50:
-            raise InvalidInput(f"maxResults must be between 1 and 50 (got {max_results}).")
+        if not 1 <= max_results <= MAX_SEARCH_RESULTS:
+            raise InvalidInput(f"maxResults must be between 1 and {MAX_SEARCH_RESULTS} (got {max_results}).")
         return await self.engine.search(text, max_results)
 
     def _validate(self, request: AskRequest) -> None:
@@ -138,7 +141,8 @@ class AskService:
         sources: tuple[Passage, ...] = ()
         answered_at_version = -1
         for _ in range(MAX_WRITE_ATTEMPTS):
-            stored = await self.store.get(principal.oid, conversation_id)
+            found = await self.store.get(principal.oid, conversation_id)
+            stored, etag = found if found is not None else (None, None)
             now = self._clock()
             if stored is not None and stored.tid != principal.tid:
                 raise Conflict(
@@ -186,10 +190,10 @@ class AskService:
                 max_bytes=self.limits.max_bytes,
             )
             try:
-                if stored is None:
+                if stored is None or etag is None:
                     await self.store.create(updated)
                 else:
-                    await self.store.replace(updated, expected_version=stored.version)
+                    await self.store.replace(updated, if_match=etag)
             except VersionConflict:
                 continue
             notes = []

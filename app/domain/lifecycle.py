@@ -120,9 +120,10 @@ class ConversationService:
         _check_id(conversation_id)
         if limit is not None and not 1 <= limit <= MAX_TURNS_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_TURNS_LIMIT} (got {limit}).")
-        conversation = await self.store.get(user.oid, conversation_id)
-        if conversation is None or conversation.tid != user.tid:
+        found = await self.store.get(user.oid, conversation_id)
+        if found is None or found.conversation.tid != user.tid:
             raise not_found(conversation_id)
+        conversation = found.conversation
         turns = conversation.turns if limit is None else conversation.turns[-limit:]
         return conversation, turns
 
@@ -130,10 +131,10 @@ class ConversationService:
         """Delete one conversation; False when there was nothing (of the caller's) to delete."""
         user = _require_user(principal, "Deleting a conversation")
         _check_id(conversation_id)
-        conversation = await self.store.get(user.oid, conversation_id)
-        if conversation is None or conversation.tid != user.tid:
+        found = await self.store.get(user.oid, conversation_id)
+        if found is None or found.conversation.tid != user.tid:
             return False
-        return await self.store.delete(user.oid, conversation_id)
+        return await self.store.delete(user.oid, conversation_id, if_match=found.etag)
 
     async def delete_all(self, principal: Principal | None) -> int:
         """Delete every conversation of the caller; returns how many there were."""

@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any
 
 import pytest
+from support.stores import read
 
 from app.domain.conversation import Conversation, Turn
 from app.ports import ConversationStore, VersionConflict
@@ -59,15 +60,6 @@ def next_version(c: Conversation, clock: FakeClock, title: str = "next") -> Conv
         title=title,
         turns=(*c.turns, Turn(c.next_turn_number, "And then?", "More.", clock.now)),
     )
-
-
-async def read(store: ConversationStore, oid: str, conversation_id: str) -> Conversation | None:
-    """The stored conversation alone (its ETag checked to be a non-empty string), or None."""
-    stored = await store.get(oid, conversation_id)
-    if stored is None:
-        return None
-    assert isinstance(stored.etag, str) and stored.etag
-    return stored.conversation
 
 
 @pytest.mark.anyio

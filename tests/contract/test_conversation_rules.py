@@ -15,16 +15,17 @@ from pathlib import Path
 import anyio
 import pytest
 from support.cosmos import CosmosServer, run_cosmos_server
+from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
-from app.domain.principal import Principal
 from app.adapters.stores.cosmos import CosmosStore
-from app.domain.lifecycle import ConversationService
 from app.adapters.stores.memory import MemoryStore
-from app.domain.ask import AskRequest, AskService, HistoryLimits
 from app.adapters.stores.sqlite import SqliteStore
-from app.ports import ConversationStore
+from app.domain.ask import AskRequest, AskService, HistoryLimits
+from app.domain.lifecycle import ConversationService
+from app.domain.principal import Principal
 from app.errors import Conflict, InvalidInput, NotFound, SignInRequired
+from app.ports import ConversationStore
 
 from .store_contract import FakeClock
 from .test_cosmos_store import cosmos_settings
@@ -92,7 +93,7 @@ async def test_twenty_concurrent_turns_are_all_kept_in_one_order(
             group.start_soon(ask, i)
 
     assert sorted(r.turn for r in results.values() if r.turn) == list(range(1, 21))
-    stored = await store.get(ALICE.oid, "busy")
+    stored = await read(store, ALICE.oid, "busy")
     assert stored is not None and stored.version == 20
     assert [t.number for t in stored.turns] == list(range(1, 21))
     assert sorted(t.question for t in stored.turns) == sorted(f"question {i}" for i in range(20))
@@ -108,7 +109,7 @@ async def test_a_retried_call_is_answered_once(asks: AskService, store: Conversa
     first = await asks.ask(ALICE, request)
     replays = [await asks.ask(ALICE, request) for _ in range(5)]
 
-    stored = await store.get(ALICE.oid, "retries")
+    stored = await read(store, ALICE.oid, "retries")
     assert stored is not None and len(stored.turns) == 1
     assert all(r.turn == first.turn == 1 and r.answer == first.answer for r in replays)
     assert all(r.note is not None and "Replayed" in r.note for r in replays)
@@ -118,7 +119,7 @@ async def test_a_retry_with_other_arguments_is_refused(asks: AskService, store: 
     await asks.ask(ALICE, AskRequest("original", "retries", client_request_id="req-1"))
     with pytest.raises(Conflict, match="req-1"):
         await asks.ask(ALICE, AskRequest("changed", "retries", client_request_id="req-1"))
-    stored = await store.get(ALICE.oid, "retries")
+    stored = await read(store, ALICE.oid, "retries")
     assert stored is not None and [t.question for t in stored.turns] == ["original"]
 
 
@@ -215,7 +216,7 @@ async def test_another_users_id_is_indistinguishable_from_a_missing_one(
     assert await conversations.delete(BOB, "alices") is False
     bob = await asks.ask(BOB, AskRequest("mine now?", "alices"))
     assert bob.created is True and bob.turn == 1 and "private" not in bob.answer
-    kept = await store.get(ALICE.oid, "alices")
+    kept = await read(store, ALICE.oid, "alices")
     assert kept is not None and [t.question for t in kept.turns] == ["private"]
 
 

@@ -12,11 +12,11 @@ import pytest
 from pydantic import SecretStr
 from support.cosmos import CosmosServer, run_cosmos_server
 
-from app.settings import Settings
 from app.adapters.stores.cosmos import CosmosStore
 from app.ports import ConversationStore
+from app.settings import Settings
 
-from .store_contract import FakeClock, StoreContract, make_conversation
+from .store_contract import FakeClock, StoreContract, make_conversation, next_version
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +128,44 @@ async def test_delete_all_counts_only_live_conversations(cosmos_store: CosmosSto
     clock.advance(10)
     assert await cosmos_store.delete_all("oid-1", "tenant-1") == 1
     assert await cosmos_store.delete("oid-1", "stale") is False
+
+
+@pytest.mark.anyio
+async def test_a_turn_is_one_read_and_one_write_and_a_delete_after_a_read_is_one_request(
+    cosmos_server: CosmosServer, cosmos_store: CosmosStore, clock: FakeClock
+) -> None:
+    first = make_conversation(clock)
+    await cosmos_store.create(first)
+    cosmos_server.reset()
+
+    stored = await cosmos_store.get("oid-1", "conv-1")
+    assert stored is not None
+    etag = await cosmos_store.replace(next_version(stored.conversation, clock), if_match=stored.etag)
+
+    counts = cosmos_server.counts()
+    assert (counts["read"], counts["replace"], counts["write"], counts["query"]) == (1, 1, 1, 0)
+    cosmos_server.reset()
+    assert await cosmos_store.delete("oid-1", "conv-1", if_match=etag) is True
+    counts = cosmos_server.counts()
+    assert (counts["read"], counts["delete"], counts["write"]) == (0, 1, 1)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("op", ["create", "replace"])
+async def test_a_write_applied_but_answered_503_is_stored_once_and_not_a_conflict(
+    cosmos_server: CosmosServer, cosmos_store: CosmosStore, clock: FakeClock, op: str
+) -> None:
+    first = make_conversation(clock)
+    read = await cosmos_store.create(first) if op == "replace" else None
+    cosmos_server.reset()
+    # Cosmos DB applies the write but its answer is lost; the SDK sends it again.
+    cosmos_server.inject(op, 503, count=1, when="after")
+
+    if read is None:
+        written, etag = first, await cosmos_store.create(first)
+    else:
+        written = next_version(first, clock)
+        etag = await cosmos_store.replace(written, if_match=read)
+
+    assert cosmos_server.counts()[op] == 2
+    assert await cosmos_store.get("oid-1", "conv-1") == (written, etag)

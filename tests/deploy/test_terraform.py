@@ -19,9 +19,9 @@ from typing import Any
 import hcl2
 import pytest
 
-from app.settings import Settings
 from app.adapters.stores.cosmos import INDEXING_POLICY
 from app.main import WELL_KNOWN, create_app
+from app.settings import Settings
 
 TERRAFORM = Path(__file__).resolve().parents[2] / "infra" / "terraform"
 SETTINGS = {"ANVIL_" + name.upper() for name in Settings.model_fields}
@@ -242,7 +242,7 @@ def test_gateway_api_imports_the_openapi_document_without_subscription_keys() ->
 def gateway_document() -> dict[str, Any]:
     """What Terraform's `openapi_for_gateway` merge makes of the document `anvil openapi` prints."""
     anvil = create_app(Settings(auth_mode="none", store="memory", answer_engine="echo"))
-    document = anvil.api.openapi()
+    document = anvil.openapi()
     local = locals_()
     paths = dict(document["paths"])
     assert not set(local["openapi_unlisted_paths"]) & set(paths), "a path the document already lists"
@@ -256,7 +256,7 @@ def test_gateway_routes_every_path_anvil_serves() -> None:
     anvil = create_app(Settings(auth_mode="none", store="memory", answer_engine="echo"))
     served = {
         (route.path, method.lower())
-        for route in anvil.api.routes
+        for route in anvil.routes
         for method in getattr(route, "methods", None) or ()
         if method != "HEAD" and route.path != "/openapi.json"
     } | {("/mcp", "post"), ("/mcp", "get"), ("/mcp", "delete")}

@@ -12,13 +12,14 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from pydantic import SecretStr
 from support.cosmos import CosmosServer, run_cosmos_server
+from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
-from app.domain.principal import Principal
-from app.settings import Settings
 from app.adapters.stores.cosmos import CosmosStore
 from app.domain.ask import AskRequest, AskService
+from app.domain.principal import Principal
 from app.errors import Unavailable
+from app.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +57,7 @@ def service(store: CosmosStore) -> AskService:
 
 
 async def questions(store: CosmosStore, conversation_id: str) -> list[str]:
-    stored = await store.get(ALICE.oid, conversation_id)
+    stored = await read(store, ALICE.oid, conversation_id)
     assert stored is not None
     assert [t.number for t in stored.turns] == list(range(1, len(stored.turns) + 1))
     return [t.question for t in stored.turns]

@@ -10,8 +10,8 @@ import pytest
 from support.entra_issuer import EntraIssuer
 
 from app.adapters.auth.entra import EntraDiscovery, discovery_urls, open_entra
-from app.adapters.auth.errors import AuthError
 from app.adapters.auth.verifier import StaticKeySource, TokenVerifier
+from app.errors import AuthError
 from app.settings import Settings
 
 from .calls import CLIENT_ID, OTHER_TENANT, SCOPE, TENANT

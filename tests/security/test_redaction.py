@@ -141,7 +141,7 @@ def test_no_token_reaches_the_log_or_an_error_text(issuer: EntraIssuer, tmp_path
         assert tool_result(mcp_call(server, "ask", again, bearer(good)))["isError"]
     log = server.log()
 
-    assert "Tool 'ask' failed" in log, "the debug log should record tool errors"
+    assert "tool 'ask' refused" in log, "the debug log should record tool errors"
     assert REDACTED in log, "something token-shaped should have been logged, and scrubbed"
     for secret in [*secrets, token_shaped_id]:
         assert secret not in log

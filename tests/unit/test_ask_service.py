@@ -10,15 +10,15 @@ from dataclasses import dataclass
 import anyio
 import anyio.lowlevel
 import pytest
+from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
-from app.ports import Answer, Exchange, Passage, PastExchange
-from app.domain.principal import Principal
 from app.adapters.stores.memory import MemoryStore
-from app.domain.conversation import CONVERSATION_ID_PATTERN, Conversation, Turn
 from app.domain.ask import AskRequest, AskService, HistoryLimits
-from app.ports import VersionConflict
+from app.domain.conversation import CONVERSATION_ID_PATTERN, Conversation, Turn
+from app.domain.principal import Principal
 from app.errors import Conflict, InvalidInput
+from app.ports import Answer, Exchange, Passage, PastExchange, VersionConflict
 
 pytestmark = pytest.mark.anyio
 
@@ -59,21 +59,21 @@ class CountingStore:
         if self.yielding:
             await anyio.lowlevel.checkpoint()
 
-    async def get(self, oid: str, conversation_id: str) -> Conversation | None:
+    async def get(self, oid: str, conversation_id: str) -> Stored | None:
         await self._enter("get")
         return await self.inner.get(oid, conversation_id)
 
-    async def create(self, conversation: Conversation) -> None:
+    async def create(self, conversation: Conversation) -> str:
         await self._enter("create")
-        await self.inner.create(conversation)
+        return await self.inner.create(conversation)
 
-    async def replace(self, conversation: Conversation, expected_version: int) -> None:
+    async def replace(self, conversation: Conversation, *, if_match: str) -> str:
         await self._enter("replace")
-        await self.inner.replace(conversation, expected_version)
+        return await self.inner.replace(conversation, if_match=if_match)
 
-    async def delete(self, oid: str, conversation_id: str) -> bool:
+    async def delete(self, oid: str, conversation_id: str, *, if_match: str | None = None) -> bool:
         await self._enter("delete")
-        return await self.inner.delete(oid, conversation_id)
+        return await self.inner.delete(oid, conversation_id, if_match=if_match)
 
     async def check(self) -> None:
         await self._enter("check")
@@ -90,11 +90,12 @@ class InterruptingStore(CountingStore):
         self.clock = clock
         self.interrupted = False
 
-    async def replace(self, conversation: Conversation, expected_version: int) -> None:
+    async def replace(self, conversation: Conversation, *, if_match: str) -> str:
         if not self.interrupted:
             self.interrupted = True
-            current = await self.inner.get(conversation.oid, conversation.conversation_id)
-            assert current is not None
+            found = await self.inner.get(conversation.oid, conversation.conversation_id)
+            assert found is not None
+            current, etag = found
             other = Turn(current.next_turn_number, "other writer", "other answer", self.clock.now)
             await self.inner.replace(
                 dataclasses.replace(
@@ -102,11 +103,11 @@ class InterruptingStore(CountingStore):
                     turns=(*current.turns, other),
                     version=current.version + 1,
                 ),
-                expected_version=current.version,
+                if_match=etag,
             )
             self.calls["replace"] += 1
             raise VersionConflict(conversation.key)
-        await super().replace(conversation, expected_version)
+        return await super().replace(conversation, if_match=if_match)
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ async def test_signed_in_with_id_creates_then_continues(
     assert second.conversation_id == "conv-1"
     assert second.note is None
     assert stored_key(memory, ALICE, "conv-1") == f"mcp:{ALICE.oid}:conv-1"
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert [(t.number, t.question) for t in stored.turns] == [(1, "What is Anvil?"), (2, "And how?")]
     assert stored.tid == TENANT
@@ -256,7 +257,7 @@ async def test_valid_conversation_id_edge_cases_are_accepted(
 
     assert result.created is True
     assert result.conversation_id == conversation_id
-    assert await memory.get(ALICE.oid, conversation_id) is not None
+    assert await read(memory, ALICE.oid, conversation_id) is not None
 
 
 @pytest.mark.parametrize("question", ["", "   ", "\n\t "])
@@ -289,7 +290,7 @@ async def test_another_user_with_the_same_id_starts_fresh(
     service: AskService, engine: RecordingEngine, memory: MemoryStore
 ) -> None:
     await service.ask(ALICE, AskRequest("Alice's secret question", conversation_id="shared"))
-    alice_before = await memory.get(ALICE.oid, "shared")
+    alice_before = await read(memory, ALICE.oid, "shared")
 
     bob = await service.ask(BOB, AskRequest("Bob's question", conversation_id="shared"))
 
@@ -298,8 +299,8 @@ async def test_another_user_with_the_same_id_starts_fresh(
     assert "Alice" not in bob.answer
     bob_call = engine.calls[-1]
     assert bob_call.history == ()
-    assert await memory.get(ALICE.oid, "shared") == alice_before
-    bob_stored = await memory.get(BOB.oid, "shared")
+    assert await read(memory, ALICE.oid, "shared") == alice_before
+    bob_stored = await read(memory, BOB.oid, "shared")
     assert bob_stored is not None
     assert [t.question for t in bob_stored.turns] == ["Bob's question"]
 
@@ -313,12 +314,12 @@ async def test_same_user_in_another_tenant_is_refused_and_nothing_changes(
     service: AskService, engine: RecordingEngine, memory: MemoryStore
 ) -> None:
     await service.ask(ALICE, AskRequest("First", conversation_id="conv-1"))
-    before = await memory.get(ALICE.oid, "conv-1")
+    before = await read(memory, ALICE.oid, "conv-1")
 
     with pytest.raises(Conflict, match="conv-1"):
         await service.ask(ALICE_ELSEWHERE, AskRequest("From elsewhere", conversation_id="conv-1"))
 
-    assert await memory.get(ALICE.oid, "conv-1") == before
+    assert await read(memory, ALICE.oid, "conv-1") == before
     assert [call.question for call in engine.calls] == ["First"]
 
 
@@ -343,7 +344,7 @@ async def test_turn_bound_keeps_the_newest_turns_and_counts_dropped_ones(
     assert "1 older turn was dropped" in results[4].note
     assert "(2 dropped in all)" in results[4].note
 
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert [t.number for t in stored.turns] == [3, 4, 5]
     assert stored.dropped == 2
@@ -366,7 +367,7 @@ async def test_byte_bound_keeps_the_newest_turns_that_fit(
 
     results = [await service.ask(ALICE, AskRequest(question, conversation_id="conv-1")) for _ in range(4)]
 
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert [t.size() for t in stored.turns] == [3100, 3100]
     assert [t.number for t in stored.turns] == [3, 4]
@@ -388,7 +389,7 @@ async def test_byte_bound_never_drops_the_turn_just_answered(
     await service.ask(ALICE, AskRequest("a" * 200, conversation_id="conv-1"))
     second = await service.ask(ALICE, AskRequest("b" * 200, conversation_id="conv-1"))
 
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert [t.question for t in stored.turns] == ["b" * 200]
     assert second.turn == 2
@@ -405,25 +406,25 @@ async def test_expiry_slides_with_each_turn_and_an_expired_conversation_starts_a
     service = AskService(store, engine, limits=HistoryLimits(ttl_seconds=ttl), clock=clock)
 
     await service.ask(ALICE, AskRequest("first", conversation_id="conv-1"))
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert stored.expires_at == clock.now + ttl
 
     clock.now += ttl - 1
     second = await service.ask(ALICE, AskRequest("second", conversation_id="conv-1"))
     assert second.turn == 2
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert stored.expires_at == clock.now + ttl
 
     clock.now += ttl
-    assert await memory.get(ALICE.oid, "conv-1") is None
+    assert await read(memory, ALICE.oid, "conv-1") is None
     third = await service.ask(ALICE, AskRequest("third", conversation_id="conv-1"))
 
     assert third.created is True
     assert third.turn == 1
     assert engine.calls[-1].history == ()
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert [t.question for t in stored.turns] == ["third"]
     assert stored.expires_at == clock.now + ttl
@@ -447,12 +448,12 @@ async def test_instructions_for_an_existing_conversation_are_refused(
     service: AskService, engine: RecordingEngine, memory: MemoryStore
 ) -> None:
     await service.ask(ALICE, AskRequest("first", conversation_id="conv-1"))
-    before = await memory.get(ALICE.oid, "conv-1")
+    before = await read(memory, ALICE.oid, "conv-1")
 
     with pytest.raises(InvalidInput, match="instructions bind when a conversation is created"):
         await service.ask(ALICE, AskRequest("second", conversation_id="conv-1", instructions="Be brief."))
 
-    assert await memory.get(ALICE.oid, "conv-1") == before
+    assert await read(memory, ALICE.oid, "conv-1") == before
     assert len(engine.calls) == 1
 
 
@@ -475,7 +476,7 @@ async def test_retry_with_same_key_and_arguments_replays_without_appending(
     assert replay.note is not None
     assert "Replayed" in replay.note
     assert len(engine.calls) == 2
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert len(stored.turns) == 2
     assert stored.version == 2
@@ -492,7 +493,7 @@ async def test_retry_of_the_creating_ask_with_instructions_replays(
     assert replay.answer == original.answer
     assert replay.turn == 1
     assert replay.created is True
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert len(stored.turns) == 1
 
@@ -512,7 +513,7 @@ async def test_a_receipt_lives_as_long_as_its_turn(
     again = await service.ask(ALICE, request)
 
     assert again.turn == 4 and (again.note is None or "Replayed" not in again.note)
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert [t.question for t in stored.turns] == ["third", "first"]
 
@@ -529,12 +530,12 @@ async def test_same_key_with_other_arguments_is_a_conflict(
     service: AskService, memory: MemoryStore, changed: AskRequest
 ) -> None:
     await service.ask(ALICE, AskRequest("first", conversation_id="conv-1", client_request_id="req-1"))
-    before = await memory.get(ALICE.oid, "conv-1")
+    before = await read(memory, ALICE.oid, "conv-1")
 
     with pytest.raises(Conflict, match="req-1"):
         await service.ask(ALICE, changed)
 
-    assert await memory.get(ALICE.oid, "conv-1") == before
+    assert await read(memory, ALICE.oid, "conv-1") == before
 
 
 @pytest.mark.parametrize("principal", [ALICE, None], ids=["no-id", "anonymous"])
@@ -581,7 +582,7 @@ async def test_a_lost_write_is_reapplied_after_the_other_writers_turn(
     assert result.answer == "Echo: mine (turn 2; previous question: first)"
     assert result.note is not None
     assert "Another turn landed" in result.note
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert [(t.number, t.question) for t in stored.turns] == [
         (1, "first"),
@@ -607,7 +608,7 @@ async def test_concurrent_asks_on_one_conversation_lose_and_duplicate_nothing(
         for n in range(20):
             group.start_soon(ask, n)
 
-    stored = await memory.get(ALICE.oid, "conv-1")
+    stored = await read(memory, ALICE.oid, "conv-1")
     assert stored is not None
     assert [t.number for t in stored.turns] == list(range(1, 21))
     assert sorted(t.question for t in stored.turns) == sorted(f"question {n}" for n in range(20))

@@ -10,16 +10,17 @@ from typing import cast
 
 import httpx
 import pytest
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.adapters.auth.dev import DEV_SCOPE, DEV_TENANT_ID, DevIssuer, user_oid
 from app.api.signin import BearerAuthMiddleware, principal_of
-from app.domain.principal import Principal
-from app.settings import Settings
-from app.domain.lifecycle import ConversationService
 from app.domain.ask import AskService
+from app.domain.lifecycle import ConversationService
+from app.domain.principal import Principal
 from app.errors import Unavailable
-from app.runtime import Runtime, RuntimeRef
+from app.ports import Verifier
+from app.runtime import Runtime
+from app.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -53,25 +54,27 @@ async def principal_app(scope: Scope, receive: Receive, send: Send) -> None:
     await send({"type": "http.response.body", "body": json.dumps({"principal": payload}).encode()})
 
 
-def runtime_ref(issuer: DevIssuer | None, tmp_path: Path) -> RuntimeRef:
-    ref = RuntimeRef()
-    ref.set(
-        Runtime(
-            settings=Settings(data_dir=tmp_path),
-            # The middleware reads only the verifier.
-            service=cast(AskService, object()),
-            conversations=cast(ConversationService, object()),
-            verifier=None if issuer is None else issuer.verifier(),
-        )
+def signed_in(verifier: Verifier | None, tmp_path: Path) -> ASGIApp:
+    """The middleware in front of `principal_app`, with a runtime holding `verifier` in the
+    lifespan state of every request."""
+    runtime = Runtime(
+        settings=Settings(data_dir=tmp_path),
+        # The middleware reads only the verifier.
+        service=cast(AskService, object()),
+        conversations=cast(ConversationService, object()),
+        verifier=verifier,
     )
-    return ref
+    app = BearerAuthMiddleware(principal_app, resource_metadata_url=METADATA_URL)
+
+    async def with_state(scope: Scope, receive: Receive, send: Send) -> None:
+        await app({**scope, "state": {"runtime": runtime}}, receive, send)
+
+    return with_state
 
 
 @pytest.fixture
 async def http(issuer: DevIssuer, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    app = BearerAuthMiddleware(
-        principal_app, runtime=runtime_ref(issuer, tmp_path), resource_metadata_url=METADATA_URL
-    )
+    app = signed_in(issuer.verifier(), tmp_path)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
     ) as client:
@@ -239,9 +242,7 @@ async def test_unprotected_paths_ignore_a_bad_token(http: httpx.AsyncClient) -> 
 
 
 async def test_without_a_verifier_every_caller_is_anonymous(tmp_path: Path) -> None:
-    app = BearerAuthMiddleware(
-        principal_app, runtime=runtime_ref(None, tmp_path), resource_metadata_url=METADATA_URL
-    )
+    app = signed_in(None, tmp_path)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
     ) as client:
@@ -264,9 +265,7 @@ class UnreachableKeys:
 
 
 async def test_a_key_source_outage_is_a_retryable_503_not_a_sign_in_prompt(tmp_path: Path) -> None:
-    ref = runtime_ref(None, tmp_path)
-    ref.get().verifier = UnreachableKeys()
-    app = BearerAuthMiddleware(principal_app, runtime=ref, resource_metadata_url=METADATA_URL)
+    app = signed_in(UnreachableKeys(), tmp_path)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8000"
     ) as client:

@@ -1,5 +1,6 @@
-"""The Cosmos DB store's own logic, where the test server cannot reach: item TTL, the size
-guard, the ETag bookkeeping, error mapping, retry settings, and lazy imports.
+"""The Cosmos DB store's own logic, where the test server cannot reach: request counts per
+operation, lost responses, item TTL, the size guard, error mapping, retry settings, logging,
+and lazy imports.
 
 A small fake stands in for the SDK's container proxy; the contract suite and the integration
 tests run the store against a real Cosmos DB-compatible server.
@@ -8,6 +9,7 @@ tests run the store against a real Cosmos DB-compatible server.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import uuid
@@ -17,24 +19,37 @@ from typing import Any
 import pytest
 from azure.core import MatchConditions
 from azure.core.exceptions import ServiceRequestError
-from azure.cosmos.exceptions import CosmosHttpResponseError
+from azure.cosmos.exceptions import (
+    CosmosAccessConditionFailedError,
+    CosmosHttpResponseError,
+    CosmosResourceExistsError,
+    CosmosResourceNotFoundError,
+)
 from pydantic import SecretStr
 
-from app.settings import Settings
 from app.adapters.stores.codec import to_document
 from app.adapters.stores.cosmos import MAX_ITEM_BYTES, CosmosStore, _connection_policy
 from app.domain.conversation import Conversation, Turn
-from app.ports import VersionConflict
 from app.errors import InvalidInput, Unavailable
+from app.ports import VersionConflict
+from app.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
 NOW = 1_700_000_000.0
 SECRET = "account-key-that-must-never-show"
+KEY = "mcp:oid-1:conv-1"
+
+_ERRORS: dict[int, type[CosmosHttpResponseError]] = {
+    404: CosmosResourceNotFoundError,
+    409: CosmosResourceExistsError,
+    412: CosmosAccessConditionFailedError,
+}
 
 
 def http_error(status: int, **headers: str) -> CosmosHttpResponseError:
-    error = CosmosHttpResponseError(  # type: ignore[no-untyped-call]
+    """The error the SDK raises for `status` (its own class for 404, 409 and 412)."""
+    error = _ERRORS.get(status, CosmosHttpResponseError)(  # type: ignore[no-untyped-call]
         status_code=status, message=f"status {status} with {SECRET}"
     )
     error.headers = headers
@@ -42,21 +57,29 @@ def http_error(status: int, **headers: str) -> CosmosHttpResponseError:
 
 
 class FakeContainer:
-    """Items in a dict, ETags from a counter; `fail[method]` is raised by the next such call."""
+    """Items in a dict, fresh ETags on every write; `fail[method]` is raised by the next such call.
+
+    `lose[method]` makes the next such write apply and then fail as the SDK's own retry of it
+    would: the write happened, but the caller only sees the retry's 409 or 412.
+    """
 
     def __init__(self) -> None:
         self.items: dict[str, dict[str, Any]] = {}
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.fail: dict[str, Exception] = {}
+        self.lose: set[str] = set()
 
     def _call(self, method: str, **kwargs: Any) -> None:
         self.calls.append((method, kwargs))
         if method in self.fail:
             raise self.fail.pop(method)
 
-    def _stored(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _stored(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         stored = {**body, "_etag": uuid.uuid4().hex, "_ts": int(NOW)}
         self.items[body["id"]] = stored
+        if method in self.lose:
+            self.lose.discard(method)
+            raise http_error(409 if method == "create_item" else 412)
         return dict(stored)
 
     async def read_item(self, item: str, partition_key: str, **kwargs: Any) -> dict[str, Any]:
@@ -69,7 +92,7 @@ class FakeContainer:
         self._call("create_item", body=body, **kwargs)
         if body["id"] in self.items:
             raise http_error(409)
-        return self._stored(body)
+        return self._stored("create_item", body)
 
     async def replace_item(self, item: str, body: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         self._call("replace_item", item=item, body=body, **kwargs)
@@ -77,7 +100,7 @@ class FakeContainer:
             raise http_error(404)
         if kwargs.get("etag") not in (None, self.items[item]["_etag"]):
             raise http_error(412)
-        return self._stored(body)
+        return self._stored("replace_item", body)
 
     async def delete_item(self, item: str, partition_key: str, **kwargs: Any) -> None:
         self._call("delete_item", item=item, partition_key=partition_key, **kwargs)
@@ -93,6 +116,9 @@ class FakeContainer:
 
     def methods(self) -> list[str]:
         return [method for method, _ in self.calls]
+
+    def etag(self) -> str:
+        return str(self.items[KEY]["_etag"])
 
 
 class Clock:
@@ -135,6 +161,12 @@ def conversation(
     )
 
 
+async def etag_read(store: CosmosStore) -> str:
+    stored = await store.get("oid-1", "conv-1")
+    assert stored is not None
+    return stored.etag
+
+
 # --- what is written --------------------------------------------------------------------------
 
 
@@ -146,7 +178,7 @@ async def test_each_item_carries_a_ttl_in_whole_seconds_until_it_expires(
     await store.create(c)
     (_, kwargs), *_ = container.calls
     assert kwargs["body"] == {**to_document(c), "ttl": ttl}
-    assert kwargs["body"]["id"] == "mcp:oid-1:conv-1"
+    assert kwargs["body"]["id"] == KEY
 
 
 async def test_an_item_near_the_cosmos_size_limit_is_refused_before_any_request(
@@ -174,88 +206,123 @@ async def test_a_turn_is_one_point_read_and_one_write_with_the_etag_read(
     store: CosmosStore, container: FakeContainer
 ) -> None:
     await store.create(conversation(version=1))
-    etag = container.items["mcp:oid-1:conv-1"]["_etag"]
+    etag = container.etag()
     container.calls.clear()
 
-    current = await store.get("oid-1", "conv-1")
-    assert current is not None
-    await store.replace(conversation(version=2), expected_version=current.version)
+    written = await store.replace(conversation(version=2), if_match=await etag_read(store))
 
     assert container.methods() == ["read_item", "replace_item"]
     read, write = (kwargs for _, kwargs in container.calls)
-    assert read == {"item": "mcp:oid-1:conv-1", "partition_key": "oid-1"}
+    assert read == {"item": KEY, "partition_key": "oid-1"}
     assert write["etag"] == etag
     assert write["match_condition"] == MatchConditions.IfNotModified
+    assert written == await etag_read(store)
 
 
-async def test_delete_after_a_read_is_one_conditional_delete(
+async def test_every_write_returns_the_etag_the_next_read_reports(store: CosmosStore) -> None:
+    created = await store.create(conversation(version=1))
+    assert created == await etag_read(store)
+    replaced = await store.replace(conversation(version=2), if_match=created)
+    assert replaced == await etag_read(store)
+    assert replaced != created
+
+
+async def test_delete_with_the_etag_read_is_one_conditional_delete(
     store: CosmosStore, container: FakeContainer
 ) -> None:
     await store.create(conversation())
-    assert await store.get("oid-1", "conv-1") is not None
-    etag = container.items["mcp:oid-1:conv-1"]["_etag"]
+    etag = await etag_read(store)
+    cosmos_etag = container.etag()
     container.calls.clear()
 
-    assert await store.delete("oid-1", "conv-1") is True
+    assert await store.delete("oid-1", "conv-1", if_match=etag) is True
 
     assert container.calls == [
         (
             "delete_item",
             {
-                "item": "mcp:oid-1:conv-1",
+                "item": KEY,
                 "partition_key": "oid-1",
-                "etag": etag,
+                "etag": cosmos_etag,
                 "match_condition": MatchConditions.IfNotModified,
             },
         )
     ]
 
 
-async def test_delete_of_a_conversation_rewritten_since_it_was_read_still_deletes_it(
-    container: FakeContainer, clock: Clock
+async def test_delete_with_the_etag_of_a_conversation_already_gone_is_one_request(
+    store: CosmosStore, container: FakeContainer
 ) -> None:
-    reader, writer = CosmosStore(container, clock=clock), CosmosStore(container, clock=clock)
-    await writer.create(conversation(version=1))
-    assert await reader.get("oid-1", "conv-1") is not None
-    await writer.replace(conversation(version=2), expected_version=1)
+    await store.create(conversation())
+    etag = await etag_read(store)
+    del container.items[KEY]
+    container.calls.clear()
 
-    assert await reader.delete("oid-1", "conv-1") is True
+    assert await store.delete("oid-1", "conv-1", if_match=etag) is False
+    assert container.methods() == ["delete_item"]
+
+
+async def test_delete_of_a_conversation_rewritten_since_it_was_read_still_deletes_it(
+    store: CosmosStore, container: FakeContainer
+) -> None:
+    first = await store.create(conversation(version=1))
+    await store.replace(conversation(version=2), if_match=first)
+    container.calls.clear()
+
+    assert await store.delete("oid-1", "conv-1", if_match=first) is True
+    assert container.items == {}
+    assert [kwargs.get("etag") for _, kwargs in container.calls] == [first.rpartition("/")[2], None]
+
+
+async def test_delete_without_an_etag_reads_first_and_an_expired_item_counts_as_not_removed(
+    store: CosmosStore, container: FakeContainer, clock: Clock
+) -> None:
+    await store.create(conversation(expires_in=60))
+    clock.now += 60
+    container.calls.clear()
+
+    assert await store.delete("oid-1", "conv-1") is False
+
+    assert container.methods() == ["read_item", "delete_item"]
     assert container.items == {}
 
 
-async def test_replace_of_a_version_this_process_did_not_read_reads_it_first(
-    container: FakeContainer, clock: Clock
+async def test_delete_without_an_etag_of_a_live_conversation_removes_it(
+    store: CosmosStore, container: FakeContainer
 ) -> None:
-    writer = CosmosStore(container, clock=clock)
-    await writer.create(conversation(version=1))
-    other_replica = CosmosStore(container, clock=clock)
-    container.calls.clear()
-
-    await other_replica.replace(conversation(version=2), expected_version=1)
-
-    assert container.methods() == ["read_item", "replace_item"]
-    with pytest.raises(VersionConflict):
-        # The writer's remembered ETag is for version 1, which is gone.
-        await writer.replace(conversation(version=2, answer="the writer's own"), expected_version=1)
+    await store.create(conversation())
+    assert await store.delete("oid-1", "conv-1") is True
+    assert container.items == {}
 
 
 async def test_a_stale_etag_is_a_version_conflict(store: CosmosStore, container: FakeContainer) -> None:
-    await store.create(conversation(version=1))
-    assert await store.get("oid-1", "conv-1") is not None
-    container.items["mcp:oid-1:conv-1"]["_etag"] = "changed-by-another-replica"
+    etag = await store.create(conversation(version=1))
+    container.items[KEY]["_etag"] = "changed-by-another-replica"
 
     with pytest.raises(VersionConflict):
-        await store.replace(conversation(version=2), expected_version=1)
+        await store.replace(conversation(version=2), if_match=etag)
+    assert container.items[KEY]["version"] == 1
 
 
 @pytest.mark.parametrize("status", [404, 412])
 async def test_a_refused_conditional_write_is_a_version_conflict(
     store: CosmosStore, container: FakeContainer, status: int
 ) -> None:
-    await store.create(conversation(version=1))
+    etag = await store.create(conversation(version=1))
     container.fail["replace_item"] = http_error(status)
     with pytest.raises(VersionConflict):
-        await store.replace(conversation(version=2), expected_version=1)
+        await store.replace(conversation(version=2), if_match=etag)
+
+
+@pytest.mark.parametrize("etag", ["1", "", "not-a-number/etag", "1700000100.0/"])
+async def test_an_etag_this_store_did_not_issue_is_a_version_conflict_without_a_request(
+    store: CosmosStore, container: FakeContainer, etag: str
+) -> None:
+    await store.create(conversation(version=1))
+    container.calls.clear()
+    with pytest.raises(VersionConflict):
+        await store.replace(conversation(version=2), if_match=etag)
+    assert container.calls == []
 
 
 async def test_a_conflict_on_create_of_a_live_conversation_is_a_version_conflict(
@@ -264,16 +331,66 @@ async def test_a_conflict_on_create_of_a_live_conversation_is_a_version_conflict
     await store.create(conversation(version=1))
     with pytest.raises(VersionConflict):
         await store.create(conversation(version=1, answer="another writer's first turn"))
+    assert container.items[KEY]["turns"][0]["a"] == "A service."
 
 
-async def test_an_expired_item_not_yet_purged_reads_as_missing(
+async def test_create_over_an_expired_item_not_yet_purged_replaces_it_conditionally(
     store: CosmosStore, container: FakeContainer, clock: Clock
 ) -> None:
     await store.create(conversation(expires_in=60))
+    stale = container.etag()
+    clock.now += 60
+    container.calls.clear()
+
+    fresh = conversation(answer="fresh")
+    etag = await store.create(fresh)
+
+    assert container.methods() == ["create_item", "read_item", "replace_item"]
+    assert container.calls[-1][1]["etag"] == stale
+    assert etag == await etag_read(store)
+
+
+async def test_an_expired_item_not_yet_purged_reads_as_missing_and_cannot_be_replaced(
+    store: CosmosStore, container: FakeContainer, clock: Clock
+) -> None:
+    etag = await store.create(conversation(expires_in=60))
     clock.now += 60
     assert await store.get("oid-1", "conv-1") is None
+    container.calls.clear()
     with pytest.raises(VersionConflict):
-        await store.replace(conversation(version=2), expected_version=1)
+        await store.replace(conversation(version=2), if_match=etag)
+    assert container.calls == []
+
+
+# --- lost responses ----------------------------------------------------------------------------
+
+
+async def test_a_create_applied_but_answered_by_the_sdks_retry_with_409_is_not_a_conflict(
+    store: CosmosStore, container: FakeContainer
+) -> None:
+    container.lose.add("create_item")
+
+    etag = await store.create(conversation(version=1))
+
+    assert container.methods() == ["create_item", "read_item"]
+    assert etag == await etag_read(store)
+
+
+async def test_a_replace_applied_but_answered_by_the_sdks_retry_with_412_is_not_a_conflict(
+    store: CosmosStore, container: FakeContainer
+) -> None:
+    first = await store.create(conversation(version=1))
+    container.lose.add("replace_item")
+    container.calls.clear()
+
+    etag = await store.replace(conversation(version=2), if_match=first)
+
+    assert container.methods() == ["replace_item", "read_item"]
+    assert container.items[KEY]["version"] == 2
+    assert etag == await etag_read(store)
+
+
+# --- delete_all --------------------------------------------------------------------------------
 
 
 async def test_delete_all_reports_a_failed_delete_as_unavailable_after_the_others(
@@ -341,6 +458,15 @@ async def test_cosmos_failures_become_unavailable_without_details(
     assert SECRET not in str(raised.value)
 
 
+async def test_a_404_where_none_is_expected_is_unavailable(
+    store: CosmosStore, container: FakeContainer
+) -> None:
+    # The container itself gone: a readiness failure, not an uncaught SDK error.
+    container.fail["read"] = http_error(404)
+    with pytest.raises(Unavailable, match="HTTP 404"):
+        await store.check()
+
+
 async def test_a_connection_failure_is_unavailable(store: CosmosStore, container: FakeContainer) -> None:
     container.fail["read"] = ServiceRequestError(f"Cannot connect to host ({SECRET})")
     with pytest.raises(Unavailable) as raised:
@@ -352,6 +478,51 @@ async def test_a_connection_failure_is_unavailable(store: CosmosStore, container
 async def test_check_does_not_retry_connections(store: CosmosStore, container: FakeContainer) -> None:
     await store.check()
     assert container.calls == [("read", {"retry_connect": 0})]
+
+
+async def test_nothing_logs_the_account_key(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, container: FakeContainer
+) -> None:
+    import azure.cosmos.aio
+
+    opened_with: list[tuple[Any, ...]] = []
+
+    class FakeClient:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            opened_with.append(args)
+
+        def get_database_client(self, name: str) -> Any:
+            return self
+
+        def get_container_client(self, name: str) -> FakeContainer:
+            return container
+
+        async def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(azure.cosmos.aio, "CosmosClient", FakeClient)
+    settings = Settings(
+        store="cosmos",
+        cosmos_endpoint="https://example.documents.azure.com:443/",
+        cosmos_key=SecretStr(SECRET),
+        log_level="debug",
+    )
+    caplog.set_level(logging.DEBUG)
+    container.fail["read"] = ServiceRequestError(f"Cannot connect with key {SECRET}")
+    store = await CosmosStore.open(settings)
+    try:
+        for status in (429, 500, 403):
+            container.fail["read_item"] = http_error(status, authorization=SECRET)
+            with pytest.raises(Unavailable):
+                await store.get("oid-1", "conv-1")
+    finally:
+        await store.aclose()
+
+    assert opened_with[0][1] == SECRET
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("app."))
+    assert "not reachable at start-up" in logged
+    assert all(f"HTTP {status}" in logged for status in (429, 500, 403))
+    assert SECRET not in caplog.text
 
 
 # --- settings and imports ----------------------------------------------------------------------

@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
-from app.ports import Answer, Exchange, Passage
-from app.domain.principal import Principal
 from app.adapters.stores.codec import to_document
 from app.adapters.stores.memory import MemoryStore
 from app.domain.ask import AskRequest, AskService, HistoryLimits
+from app.domain.principal import Principal
+from app.ports import Answer, Exchange, Passage
 
 pytestmark = pytest.mark.anyio
 
@@ -78,7 +79,7 @@ async def test_the_stored_item_at_turn_500_is_no_larger_than_at_turn_50() -> Non
     for turn in range(1, 501):
         await service.ask(ALICE, AskRequest(f"question number {turn:04d}", "long-running"))
         if turn in (50, 500):
-            stored = await store.get(ALICE.oid, "long-running")
+            stored = await read(store, ALICE.oid, "long-running")
             assert stored is not None
             item = json.dumps(to_document(stored), separators=(",", ":"))
             # Turn numbers, counters and timestamps gain digits as a conversation ages; with every

@@ -18,7 +18,7 @@ from app.adapters.auth.dev import (
     KEY_FILE_NAME,
     DevIssuer,
 )
-from app.adapters.auth.errors import AuthError
+from app.errors import AuthError
 
 NOW = 1_700_000_000.0
 OTHER_TENANT = "22222222-2222-4222-8222-222222222222"

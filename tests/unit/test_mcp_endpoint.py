@@ -1,4 +1,8 @@
-"""The single-exchange path for handshake-era calls answers exactly as the SDK's own path does."""
+"""The single-exchange path for handshake-era calls answers exactly as the SDK's own path does.
+
+Two Anvils side by side, one with `ANVIL_MCP_SINGLE_EXCHANGE` on and one with it off, get the
+same requests; their answers must match in status, content type and bytes.
+"""
 
 from __future__ import annotations
 
@@ -10,20 +14,45 @@ from typing import Any
 import httpx
 import pytest
 
+import app.api.single_exchange
+from app.main import create_app
 from app.settings import Settings
-from app.main import Anvil, create_app
+from support.asgi import client
 
 pytestmark = pytest.mark.anyio
 
 ACCEPT = "application/json, text/event-stream"
+Headers = dict[str, str] | list[tuple[str, str]]
 
 
 @pytest.fixture
-async def anvil(tmp_path: Path) -> AsyncIterator[Anvil]:
+async def fast(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
     settings = Settings(auth_mode="none", store="memory", answer_engine="echo", data_dir=tmp_path)
-    app = create_app(settings)
-    async with app.api.router.lifespan_context(app.api):
-        yield app
+    async with client(create_app(settings)) as http:
+        yield http
+
+
+@pytest.fixture
+async def sdk(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    settings = Settings(
+        auth_mode="none", store="memory", answer_engine="echo", data_dir=tmp_path, mcp_single_exchange=False
+    )
+    async with client(create_app(settings)) as http:
+        yield http
+
+
+@pytest.fixture
+def served_single(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The methods the single-exchange path served, in order."""
+    served: list[str] = []
+    original = app.api.single_exchange.serve_one
+
+    async def spy(server: Any, context: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        served.append(method)
+        return await original(server, context, method, *args, **kwargs)
+
+    monkeypatch.setattr(app.api.single_exchange, "serve_one", spy)
+    return served
 
 
 def call(name: str, arguments: Any) -> dict[str, Any]:
@@ -51,9 +80,7 @@ REQUESTS = {
 }
 
 
-async def exchange(
-    anvil: Anvil, body: Any, headers: dict[str, str] | list[tuple[str, str]]
-) -> httpx.Response:
+async def exchange(http: httpx.AsyncClient, body: Any, headers: Headers) -> httpx.Response:
     """POST `body` to /mcp (with JSON and SSE accepted unless `headers` say otherwise); a list
     of header pairs may name one header twice."""
     pairs = list(headers.items()) if isinstance(headers, dict) else list(headers)
@@ -63,29 +90,17 @@ async def exchange(
         for k, v in (("Accept", ACCEPT), ("Content-Type", "application/json"))
         if k.lower() not in named
     ]
-    transport = httpx.ASGITransport(app=anvil)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
-        response = await client.post("/mcp", content=json.dumps(body), headers=pairs)
+    response = await http.post("/mcp", content=json.dumps(body), headers=pairs)
     if response.content:
         assert response.headers["content-length"] == str(len(response.content))
     return response
 
 
-async def post(anvil: Anvil, body: Any, headers: dict[str, str] | list[tuple[str, str]]) -> tuple[int, Any]:
-    response = await exchange(anvil, body, headers)
-    if not response.content:
-        return response.status_code, None
-    if response.headers.get("content-type") != "application/json":
-        return response.status_code, response.text
-    return response.status_code, response.json()
-
-
-async def both_paths(anvil: Anvil, body: Any, headers: dict[str, str] | list[tuple[str, str]]) -> None:
+async def both_paths(fast: httpx.AsyncClient, sdk: httpx.AsyncClient, body: Any, headers: Headers) -> None:
     """The single-exchange path and the SDK's own path answer alike: status, type and bytes."""
     answers = []
-    for single_exchange in (True, False):
-        anvil.endpoint.single_exchange = single_exchange
-        response = await exchange(anvil, body, headers)
+    for http in (fast, sdk):
+        response = await exchange(http, body, headers)
         answers.append((response.status_code, response.headers.get("content-type"), response.text))
     assert answers[0] == answers[1], f"single exchange: {answers[0]}\nsdk: {answers[1]}"
 
@@ -93,157 +108,47 @@ async def both_paths(anvil: Anvil, body: Any, headers: dict[str, str] | list[tup
 @pytest.mark.parametrize("version", [None, "2025-03-26", "2025-06-18", "2025-11-25"])
 @pytest.mark.parametrize("case", sorted(REQUESTS))
 async def test_single_exchange_answers_like_the_sdk_session_path(
-    anvil: Anvil, case: str, version: str | None
+    fast: httpx.AsyncClient, sdk: httpx.AsyncClient, served_single: list[str], case: str, version: str | None
 ) -> None:
-    await both_paths(anvil, REQUESTS[case], {"MCP-Protocol-Version": version} if version else {})
+    await both_paths(fast, sdk, REQUESTS[case], {"MCP-Protocol-Version": version} if version else {})
+    assert served_single == [REQUESTS[case]["method"]]
 
 
-async def test_other_methods_still_reach_the_sdk(anvil: Anvil) -> None:
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
+OTHER_REQUESTS: dict[str, tuple[Any, Headers]] = {
+    "initialize": (
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
         },
-    }
-    status, reply = await post(anvil, initialize, {})
-    assert status == 200 and reply["result"]["protocolVersion"] == "2025-06-18"
-    status, reply = await post(anvil, {"jsonrpc": "2.0", "method": "notifications/initialized"}, {})
-    assert status == 202
-
-
-MODERN = "2026-07-28"
-ENVELOPE = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
+        {},
+    ),
+    "a notification": ({"jsonrpc": "2.0", "method": "notifications/initialized"}, {}),
+    "a batch": ([call("ask", {"question": "q"})], {}),
+    "a boolean id": ({**call("ask", {"question": "q"}), "id": True}, {}),
+    "an extra envelope member": ({**call("ask", {"question": "q"}), "extra": 1}, {}),
+    "params that are a list": ({**call("ask", {"question": "q"}), "params": [1]}, {}),
+    "JSON not accepted": (call("ask", {"question": "q"}), {"Accept": "text/event-stream"}),
+    "not JSON": (call("ask", {"question": "q"}), {"Content-Type": "text/plain"}),
+    "2026-07-28": (call("ask", {"question": "q"}), {"MCP-Protocol-Version": "2026-07-28"}),
 }
 
 
-def modern(request: dict[str, Any], **meta: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    """`request` in the 2026-07-28 shape: the envelope in `_meta`, the routing headers to match."""
-    params = {**request.get("params", {}), "_meta": {**ENVELOPE, **meta}}
-    headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": request["method"]}
-    if "name" in params:
-        headers["Mcp-Name"] = params["name"]
-    return {**request, "params": params}, headers
-
-
-def modern_cases() -> dict[str, tuple[Any, dict[str, str] | list[tuple[str, str]]]]:
-    cases: dict[str, tuple[Any, dict[str, str] | list[tuple[str, str]]]] = {
-        name: modern(request) for name, request in REQUESTS.items()
-    }
-    ask, headers = modern(call("ask", {"question": "q"}))
-    cases["with client info and a progress token"] = modern(
-        call("ask", {"question": "q"}),
-        **{"io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}},
-        progressToken="p-1",
-    )
-    cases["without the envelope"] = ({**ask, "params": {"name": "ask", "arguments": {}}}, headers)
-    cases["Mcp-Method disagrees"] = (ask, {**headers, "Mcp-Method": "tools/list"})
-    cases["Mcp-Name disagrees"] = (ask, {**headers, "Mcp-Name": "search"})
-    cases["Mcp-Name missing"] = (ask, {k: v for k, v in headers.items() if k != "Mcp-Name"})
-    cases["envelope names another version"] = (
-        {
-            **ask,
-            "params": {
-                **ask["params"],
-                "_meta": {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2025-06-18"},
-            },
-        },
-        headers,
-    )
-    cases["routing header twice"] = (ask, [*headers.items(), ("Mcp-Method", "tools/call")])
-    cases["another header twice"] = (ask, [*headers.items(), ("X-Trace", "1"), ("X-Trace", "2")])
-    cases["an Mcp-Param header the tool does not declare"] = (ask, {**headers, "Mcp-Param-Question": "q"})
-    cases["a boolean id"] = ({**ask, "id": True}, headers)
-    cases["a null id"] = ({**ask, "id": None}, headers)
-    cases["an extra envelope member"] = ({**ask, "extra": 1}, headers)
-    cases["a notification"] = ({k: v for k, v in ask.items() if k != "id"}, headers)
-    cases["a batch"] = ([ask], headers)
-    cases["params that are a list"] = ({**ask, "params": [1]}, headers)
-    cases["initialize"] = modern({"jsonrpc": "2.0", "id": 9, "method": "initialize"})
-    cases["JSON not accepted"] = (ask, {**headers, "Accept": "text/event-stream"})
-    cases["wildcard accept"] = (ask, {**headers, "Accept": "*/*"})
-    cases["not JSON"] = (ask, {**headers, "Content-Type": "text/plain"})
-    return cases
-
-
-MODERN_CASES = modern_cases()
-
-
-@pytest.mark.parametrize("case", sorted(MODERN_CASES))
-async def test_2026_07_28_single_exchange_answers_like_the_sdk(anvil: Anvil, case: str) -> None:
-    await both_paths(anvil, *MODERN_CASES[case])
-
-
-async def refuse_sdk_path(*_: Any) -> None:
-    raise AssertionError("the request went to the SDK's session manager")
-
-
-@pytest.mark.parametrize(
-    ("case", "version"),
-    [
-        ("ask one-shot", None),
-        ("ask one-shot", "2025-06-18"),
-        ("tools/list", None),
-        ("ask one-shot", MODERN),
-        ("tools/list", MODERN),
-        ("unknown tool", MODERN),
-        ("ask without a question", MODERN),
-        ("another header twice", MODERN),
-    ],
-)
-async def test_plain_calls_take_the_single_exchange_path(
-    anvil: Anvil, monkeypatch: pytest.MonkeyPatch, case: str, version: str | None
+@pytest.mark.parametrize("case", sorted(OTHER_REQUESTS))
+async def test_anything_else_goes_to_the_sdk_and_answers_the_same(
+    fast: httpx.AsyncClient, sdk: httpx.AsyncClient, served_single: list[str], case: str
 ) -> None:
-    monkeypatch.setattr(anvil.mcp.session_manager, "handle_request", refuse_sdk_path)
-    if version == MODERN:
-        body, headers = MODERN_CASES[case]
-    else:
-        body, headers = REQUESTS[case], ({"MCP-Protocol-Version": version} if version else {})
-    _, reply = await post(anvil, body, headers)
-    assert reply["id"] == body["id"] and ("result" in reply or "error" in reply)
+    await both_paths(fast, sdk, *OTHER_REQUESTS[case])
+    assert served_single == []
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        "Mcp-Name disagrees",
-        "routing header twice",
-        "an Mcp-Param header the tool does not declare",
-        "a notification",
-        "initialize",
-    ],
-)
-async def test_unusual_2026_07_28_requests_go_to_the_sdk(
-    anvil: Anvil, monkeypatch: pytest.MonkeyPatch, case: str
+async def test_the_first_of_repeated_content_types_decides_on_both_paths(
+    fast: httpx.AsyncClient, sdk: httpx.AsyncClient
 ) -> None:
-    reached: list[str] = []
-    original = anvil.mcp.session_manager.handle_request
-
-    async def spy(scope: Any, receive: Any, send: Any) -> None:
-        reached.append(scope["path"])
-        await original(scope, receive, send)
-
-    monkeypatch.setattr(anvil.mcp.session_manager, "handle_request", spy)
-    await post(anvil, *MODERN_CASES[case])
-    assert reached == ["/mcp"]
-
-
-async def test_a_tool_declaring_param_headers_is_left_to_the_sdk(anvil: Anvil) -> None:
-    schemas = {"ask": {"type": "object", "properties": {"q": {"type": "string", "x-mcp-header": "Q"}}}}
-    anvil.mcp._lowlevel_server.get_tool_input_schema = schemas.get
-    assert anvil.endpoint._declares_param_headers({"name": "ask"})
-    assert not anvil.endpoint._declares_param_headers({"name": "search"})
-
-
-@pytest.mark.parametrize("era", ["2025-06-18", MODERN])
-async def test_the_first_of_repeated_content_types_decides_on_both_paths(anvil: Anvil, era: str) -> None:
-    body, headers = MODERN_CASES["ask one-shot"] if era == MODERN else (REQUESTS["ask one-shot"], {})
-    pairs = [*headers.items(), ("Content-Type", "text/plain"), ("Content-Type", "application/json")]
-    if era != MODERN:
-        pairs.append(("MCP-Protocol-Version", era))
-    await both_paths(anvil, body, pairs)
+    pairs = [("Content-Type", "text/plain"), ("Content-Type", "application/json")]
+    await both_paths(fast, sdk, REQUESTS["ask one-shot"], pairs)

@@ -4,19 +4,19 @@ the spans would go nowhere (`ANVIL_MCP_SPANS`)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.lowlevel import Server
 from opentelemetry import trace
 
-from app.settings import Settings
-from app.runtime import RuntimeRef
 from app.api.mcp import build_mcp_server
 from app.observability import mcp_spans_wanted
+from app.settings import Settings
 
 
 class ConfiguredProvider(trace.TracerProvider):
@@ -42,9 +42,20 @@ def test_spans_are_kept_when_a_tracer_provider_would_export_them(
     assert mcp_spans_wanted(mode, provider) is wanted
 
 
+def is_span_middleware(middleware: object) -> bool:
+    return type(middleware).__name__ == "OpenTelemetryMiddleware"
+
+
 def span_middleware(settings: Settings) -> int:
-    server = build_mcp_server(RuntimeRef(), settings)
-    return sum(isinstance(m, OpenTelemetryMiddleware) for m in server._lowlevel_server.middleware)
+    server = build_mcp_server(settings)
+    return sum(map(is_span_middleware, server.middleware))
+
+
+def test_the_sdk_span_middleware_is_its_only_default() -> None:
+    """Anvil opts out of the SDK's spans by clearing the default middleware list; if the SDK adds
+    another default, this fails so that the opt-out can be looked at again."""
+    defaults = Server("x").middleware
+    assert len(defaults) == 1 and is_span_middleware(defaults[0])
 
 
 @pytest.mark.parametrize(
@@ -82,6 +93,7 @@ trace.set_tracer_provider(Provider())
 import httpx
 from app.settings import Settings
 from app.main import create_app
+from support.asgi import client
 
 async def main():
     settings = Settings(
@@ -90,12 +102,10 @@ async def main():
     app = create_app(settings)
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "ask", "arguments": {"question": "traced?"}}}
-    async with app.api.router.lifespan_context(app.api):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
-            accept = {"Accept": "application/json, text/event-stream"}
-            reply = await client.post("/mcp", json=call, headers=accept)
-            assert reply.status_code == 200 and "result" in reply.json(), reply.text
+    async with client(app) as http:
+        accept = {"Accept": "application/json, text/event-stream"}
+        reply = await http.post("/mcp", json=call, headers=accept)
+        assert reply.status_code == 200 and "result" in reply.json(), reply.text
     print(json.dumps(names))
 
 asyncio.run(main())
@@ -112,6 +122,7 @@ def test_a_configured_tracer_provider_receives_a_span_per_tool_call(
         text=True,
         timeout=120,
         cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
     )
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout.strip().splitlines()[-1]) == spans

@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from app.adapters.engines.corpus import CorpusPassage
-from app.ports import AnswerEngine, Exchange
 from app.adapters.engines.retrieval import (
     MAX_ANSWER_CHARS,
     NO_MATCH_ANSWER,
@@ -15,6 +14,7 @@ from app.adapters.engines.retrieval import (
     looks_like_follow_up,
     tokenize,
 )
+from app.ports import AnswerEngine, Exchange
 
 pytestmark = pytest.mark.anyio
 

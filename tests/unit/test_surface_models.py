@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from app.ports import Passage
-from app.domain.ask import AskResult
 from app.api.schemas import AskOutput
+from app.domain.ask import AskResult
+from app.ports import Passage
 
 RESULTS = {
     "one-shot": AskResult("Echo: q", None, "No conversationId was given.", False, None, False, ()),

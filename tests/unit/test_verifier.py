@@ -15,9 +15,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from app.adapters.auth.errors import AuthError
-from app.domain.principal import Principal
 from app.adapters.auth.verifier import StaticKeySource, TokenVerifier
+from app.domain.principal import Principal
+from app.errors import AuthError
 
 NOW = 1_700_000_000.0
 KID = "test-key-1"

@@ -20,8 +20,7 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey, RSAPublicKey
 from jwt.algorithms import RSAAlgorithm
 
-from app.adapters.auth.errors import AuthError
-from app.errors import Unavailable
+from app.errors import AuthError, Unavailable
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 import jwt
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicKey
 
-from app.adapters.auth.errors import AuthError
 from app.domain.principal import Principal
+from app.errors import AuthError
 
 #: Entra access tokens are a few kilobytes; anything far larger is refused before any work.
 MAX_TOKEN_LENGTH = 16_384

@@ -2,9 +2,8 @@
 
 One item per conversation: `to_document(conversation)` plus a per-item `ttl`, under
 `id = mcp:{oid}:{conversationId}`, in the partition of its owner. A turn costs one point read
-(`get`) and one conditional write (`replace` with the ETag that read returned), so the store
-remembers the ETag of each version it hands out. The Azure SDK is imported by `open` only, so
-other stores never load it.
+(`get`) and one conditional write (`replace` with the ETag that read returned). The Azure SDK
+is imported by the methods that call it, so other stores never load it.
 """
 
 from __future__ import annotations
@@ -14,16 +13,14 @@ import json
 import logging
 import math
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from app.adapters.stores.codec import from_document, to_document
 from app.adapters.stores.cursor import decode_cursor, encode_cursor
 from app.domain.conversation import Conversation, ConversationPage, ConversationSummary, conversation_key
 from app.errors import InvalidInput, Unavailable
-from app.ports import VersionConflict
+from app.ports import Stored, VersionConflict
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -38,8 +35,6 @@ logger = logging.getLogger(__name__)
 #: Largest item written, in bytes of the JSON the SDK sends. Cosmos DB refuses items over 2 MB;
 #: the history bounds keep conversations near 256 KiB, so this only stops a misconfiguration.
 MAX_ITEM_BYTES = 1_500_000
-#: ETags remembered (one per recently read or written conversation); older ones are re-read.
-ETAG_MEMORY = 4096
 #: Deletes `delete_all` keeps in flight at once.
 DELETE_CONCURRENCY = 8
 #: Retry hint when Cosmos DB gives none, in seconds.
@@ -66,31 +61,17 @@ _SUMMARY = "c.conversationId, c.title, c.turnCount, c.updatedAt, c.expiresAt"
 _LIVE = "c.oid = @oid AND c.tid = @tid AND c.expiresAt > @now"
 _AFTER = "(c.updatedAt < @updatedAt OR (c.updatedAt = @updatedAt AND c.conversationId > @after))"
 _SYSTEM_PREFIX = "_"
-
-
-@dataclass(frozen=True, slots=True)
-class _Seen:
-    """A stored version, its ETag and its expiry, as one response reported them together."""
-
-    version: int
-    etag: str
-    expires_at: float
-
-
-class _Refused(Exception):
-    """Cosmos DB answered one of the statuses the caller said it handles (404, 409, 412)."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
+_TOKEN_SEPARATOR = "/"
 
 
 class CosmosStore:
     """`ConversationStore` in Cosmos DB. Open with `await CosmosStore.open(settings)`.
 
-    Optimistic concurrency uses ETags: `replace` writes with `IfNotModified` and the ETag of
-    the version the caller read, so of two writers from one version exactly one wins, in one
-    process or many.
+    Optimistic concurrency uses Cosmos DB's ETags: `replace` writes with `IfNotModified` and
+    the ETag of the version the caller read, so of two writers from one version exactly one
+    wins, in one process or many. The ETag this store hands out also names the expiry of that
+    version (`{expiresAt}/{_etag}`): Cosmos DB purges by its own clock and only some time after
+    `expiresAt`, so the store must tell an expired version from a live one without reading it.
     """
 
     def __init__(
@@ -104,7 +85,6 @@ class CosmosStore:
         self._container = container
         self._clock = clock
         self._close = close
-        self._seen: OrderedDict[str, _Seen] = OrderedDict()
 
     @classmethod
     async def open(cls, settings: Settings, clock: Callable[[], float] = time.time) -> CosmosStore:
@@ -167,82 +147,79 @@ class CosmosStore:
             raise
         return store
 
-    async def get(self, oid: str, conversation_id: str) -> Conversation | None:
-        """The live conversation under this key, or None when missing or expired: one point read."""
-        key = conversation_key(oid, conversation_id)
-        document = await self._read(oid, key)
+    async def get(self, oid: str, conversation_id: str) -> Stored | None:
+        """The live conversation under this key and its ETag, or None: one point read."""
+        document = await self._read(oid, conversation_key(oid, conversation_id))
         if document is None:
             return None
         conversation = from_document(document)
         # Cosmos DB purges expired items in the background; until it does they read as missing.
         if conversation.is_expired(self._clock()):
             return None
-        self._remember(key, document)
-        return conversation
+        return Stored(conversation, _token(conversation.expires_at, document))
 
-    async def create(self, conversation: Conversation) -> None:
-        """Store a new conversation; `VersionConflict` if a live one already has its key."""
+    async def create(self, conversation: Conversation) -> str:
+        """Store a new conversation and return its ETag; `VersionConflict` if a live one has its key."""
+        from azure.cosmos.exceptions import CosmosResourceExistsError
+
         c = conversation
         body = self._body(c)
         try:
-            written = await _send(self._container.create_item(body=body), expect=(409,))
-        except _Refused:
+            written = await _send(self._container.create_item(body=body), CosmosResourceExistsError)
+        except CosmosResourceExistsError:
             existing = await self._read(c.oid, c.key)
             if existing is None:
                 raise VersionConflict(c.key) from None
             if _same_item(existing, body):
                 # Our own write, applied although its response was lost and the SDK retried it.
-                self._remember(c.key, existing)
-                return
+                return _token(c.expires_at, existing)
             if not from_document(existing).is_expired(self._clock()):
                 raise VersionConflict(c.key) from None
             written = await self._write_over(c.oid, c.key, body, str(existing["_etag"]))
-        self._remember(c.key, written)
+        return _token(c.expires_at, written)
 
-    async def replace(self, conversation: Conversation, expected_version: int) -> None:
-        """Overwrite the stored conversation if its version is still `expected_version`."""
+    async def replace(self, conversation: Conversation, *, if_match: str) -> str:
+        """Overwrite the stored conversation if it still carries `if_match`; returns the new ETag.
+
+        One conditional write. `VersionConflict` when the stored conversation changed, is gone,
+        or had expired by now (told by the ETag alone, as Cosmos DB may not have purged it yet).
+        """
         c = conversation
-        seen = self._seen.get(c.key)
-        if seen is None or seen.version != expected_version:
-            # Not the version this process last saw (read elsewhere, or forgotten): read again.
-            current = await self._read(c.oid, c.key)
-            if current is None:
-                raise VersionConflict(c.key)
-            seen = self._remember(c.key, current)
-            if seen.version != expected_version:
-                raise VersionConflict(c.key)
-        if seen.expires_at <= self._clock():
+        read = _parse_token(if_match)
+        if read is None or read[0] <= self._clock():
             raise VersionConflict(c.key)
-        written = await self._write_over(c.oid, c.key, self._body(c), seen.etag)
-        self._remember(c.key, written)
+        written = await self._write_over(c.oid, c.key, self._body(c), read[1])
+        return _token(c.expires_at, written)
 
-    async def delete(self, oid: str, conversation_id: str) -> bool:
+    async def delete(self, oid: str, conversation_id: str, *, if_match: str | None = None) -> bool:
         """Remove a conversation; True if a live one was removed (an expired one goes silently).
 
-        One delete when this process just read the conversation (its ETag tells what is being
-        deleted), else a point read first: an expired item may still be there, and must count
-        as nothing removed.
+        With `if_match` (the ETag of a read that found it live), one conditional delete; else
+        a point read first, because an expired item may still be there and must count as
+        nothing removed.
         """
+        from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
+
         key = conversation_key(oid, conversation_id)
-        seen = self._seen.get(key)
-        if seen is None:
+        read = _parse_token(if_match) if if_match is not None else None
+        if read is None:
             document = await self._read(oid, key)
             if document is None:
                 return False
-            seen = self._remember(key, document)
-        live = seen.expires_at > self._clock()
+            read = (float(document["expiresAt"]), str(document["_etag"]))
+        expires_at, etag = read
         try:
-            await self._delete(oid, key, etag=seen.etag)
-        except _Refused as refused:
-            if refused.status == 404:
-                return False
+            await self._delete(oid, key, etag=etag)
+        except CosmosResourceNotFoundError:
+            return False
+        except CosmosAccessConditionFailedError:
             # Rewritten since it was read, and a write always leaves a live conversation.
             try:
                 await self._delete(oid, key)
-            except _Refused:
+            except CosmosResourceNotFoundError:
                 return False
             return True
-        return live
+        return expires_at > self._clock()
 
     async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
         """The user's live conversations, newest first, one page of at most `limit`: one query."""
@@ -290,6 +267,8 @@ class CosmosStore:
         One query for the ids in the user's partition, then one delete per item. If some
         delete fails, the others still run and the failure (`Unavailable`) is raised.
         """
+        from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
         now = self._clock()
         rows = await self._query(
             oid,
@@ -302,7 +281,7 @@ class CosmosStore:
             async with gate:
                 try:
                     await self._delete(oid, str(row["id"]))
-                except _Refused:
+                except CosmosResourceNotFoundError:
                     return False
             return float(row["expiresAt"]) > now
 
@@ -327,10 +306,12 @@ class CosmosStore:
 
     async def _check_container(self, settings: Settings) -> None:
         """Refuse to start on a missing container or one partitioned by another path."""
+        from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
         name = f"{settings.cosmos_database}/{settings.cosmos_container}"
         try:
-            properties = await _send(self._container.read(), expect=(404,))
-        except _Refused:
+            properties = await _send(self._container.read(), CosmosResourceNotFoundError)
+        except CosmosResourceNotFoundError:
             raise RuntimeError(
                 f"Cosmos DB container {name} does not exist: create it with partition key /oid "
                 "(Terraform does), or set ANVIL_COSMOS_CREATE_IF_MISSING=true for local runs"
@@ -344,50 +325,54 @@ class CosmosStore:
             raise RuntimeError(f"Cosmos DB container {name} must have partition key /oid (it has {paths})")
 
     async def _read(self, oid: str, key: str) -> dict[str, Any] | None:
-        """One point read; None (and the ETag forgotten) when the item is missing."""
+        """One point read; None when the item is missing."""
+        from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
         try:
             document: dict[str, Any] = await _send(
-                self._container.read_item(item=key, partition_key=oid), expect=(404,)
+                self._container.read_item(item=key, partition_key=oid), CosmosResourceNotFoundError
             )
-        except _Refused:
-            self._seen.pop(key, None)
+        except CosmosResourceNotFoundError:
             return None
         return document
 
     async def _write_over(self, oid: str, key: str, body: dict[str, Any], etag: str) -> dict[str, Any]:
         """Replace the item if it still has `etag`; `VersionConflict` if it changed or vanished."""
         from azure.core import MatchConditions
+        from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
 
         try:
             written: dict[str, Any] = await _send(
                 self._container.replace_item(
                     item=key, body=body, etag=etag, match_condition=MatchConditions.IfNotModified
                 ),
-                expect=(404, 412),
+                CosmosResourceNotFoundError,
+                CosmosAccessConditionFailedError,
             )
-        except _Refused as refused:
-            if refused.status == 412:
-                # The SDK retries a write once after a 503; if the first attempt was applied,
-                # the retry finds our own write and fails its precondition.
-                current = await self._read(oid, key)
-                if current is not None and _same_item(current, body):
-                    return current
-            self._seen.pop(key, None)
+        except CosmosAccessConditionFailedError:
+            # The SDK retries a write once after a 503; if the first attempt was applied, the
+            # retry finds our own write and fails its precondition.
+            current = await self._read(oid, key)
+            if current is not None and _same_item(current, body):
+                return current
+            raise VersionConflict(key) from None
+        except CosmosResourceNotFoundError:
             raise VersionConflict(key) from None
         return written
 
     async def _delete(self, oid: str, key: str, etag: str | None = None) -> None:
+        """Delete the item (only if it still has `etag`, when given); SDK errors for 404 and 412."""
         from azure.core import MatchConditions
+        from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
 
         conditions: dict[str, Any] = {}
         if etag is not None:
             conditions = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
-        try:
-            await _send(
-                self._container.delete_item(item=key, partition_key=oid, **conditions), expect=(404, 412)
-            )
-        finally:
-            self._seen.pop(key, None)
+        await _send(
+            self._container.delete_item(item=key, partition_key=oid, **conditions),
+            CosmosResourceNotFoundError,
+            CosmosAccessConditionFailedError,
+        )
 
     async def _query(self, oid: str, query: str, parameters: _Parameters) -> _Rows:
         """Every row of a query scoped to the user's partition."""
@@ -412,13 +397,21 @@ class CosmosStore:
             )
         return body
 
-    def _remember(self, key: str, document: Mapping[str, Any]) -> _Seen:
-        seen = _Seen(int(document["version"]), str(document["_etag"]), float(document["expiresAt"]))
-        self._seen[key] = seen
-        self._seen.move_to_end(key)
-        while len(self._seen) > ETAG_MEMORY:
-            self._seen.popitem(last=False)
-        return seen
+
+def _token(expires_at: float, document: Mapping[str, Any]) -> str:
+    """The ETag handed to callers: the version's expiry and Cosmos DB's `_etag` for it."""
+    return f"{expires_at!r}{_TOKEN_SEPARATOR}{document['_etag']}"
+
+
+def _parse_token(token: str) -> tuple[float, str] | None:
+    """`(expiresAt, _etag)` from an ETag this store handed out; None for any other string."""
+    expires_at, separator, etag = token.partition(_TOKEN_SEPARATOR)
+    if not separator or not etag:
+        return None
+    try:
+        return float(expires_at), etag
+    except ValueError:
+        return None
 
 
 def _connection_policy(settings: Settings) -> Any:
@@ -437,8 +430,8 @@ def _connection_policy(settings: Settings) -> Any:
     return policy
 
 
-async def _send(request: Awaitable[_T], expect: tuple[int, ...] = ()) -> _T:
-    """Await one SDK call; statuses in `expect` raise `_Refused`, other failures `Unavailable`.
+async def _send(request: Awaitable[_T], *expected: type[Exception]) -> _T:
+    """Await one SDK call; errors of the `expected` classes pass through, others are `Unavailable`.
 
     The SDK has already retried what it retries (throttling within the budget, a 503 once).
     """
@@ -447,9 +440,9 @@ async def _send(request: Awaitable[_T], expect: tuple[int, ...] = ()) -> _T:
 
     try:
         return await request
+    except expected:
+        raise
     except CosmosHttpResponseError as error:
-        if error.status_code in expect:
-            raise _Refused(error.status_code) from None
         raise _unavailable_for(
             error.status_code, error.headers or {}, getattr(error, "sub_status", None)
         ) from None

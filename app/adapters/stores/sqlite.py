@@ -1,300 +1,241 @@
 """A conversation store in one SQLite file, safe to share between processes on one host.
 
-The stdlib `sqlite3` module blocks, so every call runs on one dedicated worker thread that
-owns the connection; the event loop only awaits its results, handed back with one
-`call_soon_threadsafe` each (cheaper than an executor's future chained to an asyncio one).
-Writes are single statements guarded by the stored version and expiry, so they stay atomic
-across processes as well.
+Each conversation is one row: the JSON document of `codec.to_document`, beside the fields
+that statements filter, sort or list on. Every write is a single statement guarded by the
+stored version and expiry, and the connection autocommits, so a write is atomic for every
+process sharing the file. The stdlib `sqlite3` module blocks, so each call runs on a worker
+thread (`anyio.to_thread`), one call at a time on the store's one connection.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import operator
-import queue
 import sqlite3
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
+import anyio
+import anyio.to_thread
 import pydantic_core
 
-from app.adapters.stores.codec import document_json, from_document, turn_json
+from app.adapters.stores.codec import from_document, to_document
 from app.adapters.stores.cursor import decode_cursor, encode_cursor
 from app.domain.conversation import Conversation, ConversationPage, ConversationSummary, conversation_key
 from app.errors import Unavailable
-from app.ports import VersionConflict
+from app.ports import Stored, VersionConflict
 
 _T = TypeVar("_T")
 
 #: Seconds a statement waits for another process's write lock before giving up.
 BUSY_TIMEOUT = 5.0
-#: Conversations kept decoded per process: a turn on a conversation whose stored version this
-#: process already holds skips decoding the document (the read still asks the database).
-DECODED_CACHE_SIZE = 1024
 #: How often (seconds) a write also deletes every expired row, so the file does not grow forever.
 PURGE_INTERVAL = 600.0
 
-#: Width (seconds) of the time buckets the two indexes are built on. A turn moves a
-#: conversation's `updated_at` and `expires_at`, but their buckets at most once per bucket
-#: width, so a turn almost never rewrites an index entry (exact times would on every turn,
-#: which was a third of a turn's cost in SQLite).
-BUCKET_SECONDS = 3600
+#: The table's columns, in order: a file whose table has others was written by an earlier layout.
+COLUMNS = (
+    "key",
+    "oid",
+    "tid",
+    "conversation_id",
+    "version",
+    "updated_at",
+    "expires_at",
+    "title",
+    "turn_count",
+    "document",
+)
 
-#: Before any cursor: above every bucket.
-_NO_BUCKET_BOUND = 2**62
-
-_SCHEMA = """
+_TABLE = """
 CREATE TABLE IF NOT EXISTS conversations (
     key TEXT PRIMARY KEY,
     oid TEXT NOT NULL,
+    tid TEXT NOT NULL,
     conversation_id TEXT NOT NULL,
     version INTEGER NOT NULL,
     updated_at REAL NOT NULL,
     expires_at REAL NOT NULL,
-    document TEXT NOT NULL,
-    -- The buckets of expires_at and updated_at (anvil_bucket), placed last, as ALTER TABLE
-    -- places them in files from before they existed.
-    expiry_bucket INTEGER NOT NULL,
-    updated_bucket INTEGER NOT NULL
-);
--- A user's conversations, newest first: walked bucket by bucket, sorted within one.
-CREATE INDEX IF NOT EXISTS conversations_by_owner_bucket ON conversations (oid, updated_bucket);
--- Lets the periodic purge find expired rows without scanning the table while holding the lock.
-CREATE INDEX IF NOT EXISTS conversations_by_expiry_bucket ON conversations (expiry_bucket);
--- Files from before the buckets: their indexes on exact times go (the columns are added first).
-DROP INDEX IF EXISTS conversations_by_owner;
-DROP INDEX IF EXISTS conversations_by_expiry;
+    title TEXT,
+    turn_count INTEGER NOT NULL,
+    document TEXT NOT NULL
+)
 """
 
-#: Bucket columns that files from before them lack, and the time each is the bucket of.
-_BUCKET_COLUMNS = {"expiry_bucket": "expires_at", "updated_bucket": "updated_at"}
+_INDEXES = (
+    # A user's conversations, newest first: listings and delete_all.
+    "CREATE INDEX IF NOT EXISTS conversations_by_owner ON conversations (oid, updated_at)",
+    # Lets the periodic purge find expired rows without scanning the table while holding the lock.
+    "CREATE INDEX IF NOT EXISTS conversations_by_expiry ON conversations (expires_at)",
+)
 
 # Inserts, or takes over the key only when the row there has expired: one statement, so two
 # processes creating the same conversation cannot both succeed.
 _CREATE = """
 INSERT INTO conversations (
-    key, oid, conversation_id, version, updated_at, expires_at, document, expiry_bucket, updated_bucket
+    key, oid, tid, conversation_id, version, updated_at, expires_at, title, turn_count, document
 )
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (key) DO UPDATE SET
+    tid = excluded.tid,
     version = excluded.version,
     updated_at = excluded.updated_at,
     expires_at = excluded.expires_at,
-    document = excluded.document,
-    expiry_bucket = excluded.expiry_bucket,
-    updated_bucket = excluded.updated_bucket
+    title = excluded.title,
+    turn_count = excluded.turn_count,
+    document = excluded.document
 WHERE conversations.expires_at <= ?
 """
 
-_GET = """
-SELECT CASE WHEN version = ? AND updated_at = ? THEN NULL ELSE document END
-FROM conversations WHERE key = ? AND expires_at > ?
-"""
+_GET = "SELECT version, document FROM conversations WHERE key = ? AND expires_at > ?"
 
-# A turn: first as the common case, both times still in the buckets stored (no index entry
-# changes); when that matches no row, `_REPLACE_MOVING` (a bucket moved, or the version is not
-# the expected one, which it then reports too).
 _REPLACE = """
-UPDATE conversations SET version = ?, updated_at = ?, expires_at = ?, document = ?
-WHERE key = ? AND version = ? AND expires_at > ? AND expiry_bucket = ? AND updated_bucket = ?
-"""
-
-_REPLACE_MOVING = """
 UPDATE conversations
-SET version = ?, updated_at = ?, expires_at = ?, document = ?, expiry_bucket = ?, updated_bucket = ?
+SET version = ?, updated_at = ?, expires_at = ?, title = ?, turn_count = ?, document = ?
 WHERE key = ? AND version = ? AND expires_at > ?
 """
 
-
-# Newest first, ties by conversation id; the cursor is the (updated_at, conversation_id) of the
-# last row of the previous page. Ordering by bucket first is the same order (a bucket is a
-# floor of the time) and lets the index deliver rows a bucket at a time.
+# Newest first, ties by conversation id, continuing after the cursor's (updated_at, id). The
+# bound `updated_at <= ?` is implied by the line after it, but spelt out it lets the index
+# start at the cursor instead of walking every newer entry on each page.
 _LIST = """
-SELECT conversation_id, json_extract(document, '$.title'),
-       -- turnCount is absent from documents written before it existed: derive it from the turns.
-       COALESCE(json_extract(document, '$.turnCount'), json_extract(document, '$.turns[#-1].n'),
-                json_extract(document, '$.dropped')),
-       updated_at, expires_at
+SELECT conversation_id, title, turn_count, updated_at, expires_at
 FROM conversations
-WHERE oid = ? AND updated_bucket <= ? AND json_extract(document, '$.tid') = ? AND expires_at > ?
-  AND (updated_at < ? OR (updated_at = ? AND conversation_id > ?))
-ORDER BY updated_bucket DESC, updated_at DESC, conversation_id ASC
+WHERE oid = ? AND updated_at <= ? AND tid = ? AND expires_at > ?
+  AND (updated_at < ? OR conversation_id > ?)
+ORDER BY updated_at DESC, conversation_id
 LIMIT ?
 """
 
+_DELETE = "DELETE FROM conversations WHERE key = ? RETURNING expires_at > ?"
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
+_DELETE_ALL = "DELETE FROM conversations WHERE oid = ? AND tid = ? RETURNING expires_at > ?"
 
-
-class _Worker:
-    """One thread that runs jobs in order and hands each result back to the loop that asked."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name="anvil-sqlite", daemon=True)
-        self._thread.start()
-
-    def run(self, job: Callable[[], _T]) -> asyncio.Future[_T]:
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[_T] = loop.create_future()
-        self._jobs.put((loop, future, job))
-        return future
-
-    def stop(self) -> None:
-        """Let the thread exit once the jobs already queued are done."""
-        self._jobs.put(None)
-
-    def _serve(self) -> None:
-        while (item := self._jobs.get()) is not None:
-            loop, future, job = item
-            try:
-                result = job()
-            except BaseException as error:  # handed to the awaiting task, which re-raises it
-                _deliver(loop, future.set_exception, future, error)
-            else:
-                _deliver(loop, future.set_result, future, result)
-
-
-def _deliver(
-    loop: asyncio.AbstractEventLoop, settle: Callable[[Any], None], future: asyncio.Future[Any], value: Any
-) -> None:
-    def settle_unless_cancelled() -> None:
-        if not future.cancelled():
-            settle(value)
-
-    with contextlib.suppress(RuntimeError):  # the loop has closed: nobody is waiting any more
-        loop.call_soon_threadsafe(settle_unless_cancelled)
+_PURGE = "DELETE FROM conversations WHERE expires_at <= ?"
 
 
 class SqliteStore:
-    """`ConversationStore` in a SQLite file (WAL mode). Open with `await SqliteStore.open(path)`."""
+    """`ConversationStore` in a SQLite file (WAL mode). Open with `await SqliteStore.open(path)`.
 
-    def __init__(self, worker: _Worker, connection: sqlite3.Connection, clock: Callable[[], float]) -> None:
-        self._worker = worker
+    The ETag of a stored conversation is its version, which every write increases by one.
+    """
+
+    def __init__(self, connection: sqlite3.Connection, clock: Callable[[], float]) -> None:
         self._connection = connection
         self._clock = clock
+        # One worker thread at a time for this store; waiting calls go in the order they asked.
+        self._limiter = anyio.CapacityLimiter(1)
+        # Taken on the worker thread around every use of the connection. The limiter alone is
+        # not enough: a caller cancelled by asyncio (not by an anyio scope) leaves the limiter
+        # while its statement is still running, and the next call must not start beside it.
+        self._in_use = threading.Lock()
         self._next_purge = 0.0
+        # Only read and set while holding `_in_use`, so a call never finds the connection
+        # closed under it.
         self._closed = False
-        # Values are frozen, and a row whose version and updated_at match holds the same document.
-        # Beside each conversation, its turns encoded (when this process wrote it), so the next
-        # write encodes only the turn it adds.
-        self._decoded: OrderedDict[str, tuple[Conversation, tuple[bytes, ...] | None]] = OrderedDict()
 
     @classmethod
     async def open(cls, path: Path, clock: Callable[[], float] = time.time) -> SqliteStore:
-        """Open (creating if needed) the database at `path`, its parent directory and schema."""
-        worker = _Worker()
-        try:
-            connection = await worker.run(lambda: _connect(path))
-        except BaseException:
-            worker.stop()
-            raise
-        return cls(worker, connection, clock)
+        """Open (creating if needed) the database at `path`, its parent directory and schema.
 
-    async def get(self, oid: str, conversation_id: str) -> Conversation | None:
-        """The live conversation under this key, or None when missing or expired."""
-        key, now = conversation_key(oid, conversation_id), self._clock()
-        known, _ = self._decoded.get(key, (None, None))
-        version, updated_at = (known.version, known.updated_at) if known else (-1, -1.0)
+        Raises `RuntimeError` if the file holds conversations in a layout this version does
+        not read.
+        """
+        connection = await anyio.to_thread.run_sync(_connect, path)
+        return cls(connection, clock)
 
-        def work(db: sqlite3.Connection) -> tuple[bool, str | None]:
-            # The document comes back only when it differs from the decoded one this process holds.
-            row = db.execute(_GET, (version, updated_at, key, now)).fetchone()
-            return (False, None) if row is None else (True, row[0])
+    async def get(self, oid: str, conversation_id: str) -> Stored | None:
+        """The live conversation under this key and its ETag, or None when missing or expired."""
+        params = (conversation_key(oid, conversation_id), self._clock())
 
-        found, document = await self._run(work)
-        if not found:
-            self._decoded.pop(key, None)
+        def work(db: sqlite3.Connection) -> tuple[int, str] | None:
+            row: tuple[int, str] | None = db.execute(_GET, params).fetchone()
+            return row
+
+        row = await self._run(work)
+        if row is None:
             return None
-        if document is None and known is not None:
-            self._decoded.move_to_end(key)
-            return known
-        return self._remember(from_document(pydantic_core.from_json(str(document))), None)
+        version, document = row
+        return Stored(from_document(pydantic_core.from_json(document)), str(version))
 
-    async def create(self, conversation: Conversation) -> None:
-        """Store a new conversation; `VersionConflict` if a live one already has its key."""
+    async def create(self, conversation: Conversation) -> str:
+        """Store a new conversation and return its ETag; `VersionConflict` if a live one has its key.
+
+        An expired conversation under the same key is replaced.
+        """
         c, now, purge = conversation, self._clock(), self._purge_due()
-        turns = self._encoded_turns(c)
-        row = (c.key, c.oid, c.conversation_id, c.version, c.updated_at, c.expires_at, _dumps(c, turns))
+        params = (c.key, c.oid, c.tid, c.conversation_id, *_columns(c), now)
 
         def work(db: sqlite3.Connection) -> int:
-            changed = db.execute(_CREATE, (*row, *_buckets(c), now)).rowcount
+            changed = db.execute(_CREATE, params).rowcount
             if purge:
-                _purge(db, now)
+                db.execute(_PURGE, (now,))
             return changed
 
         if await self._run(work) == 0:
             raise VersionConflict(c.key)
-        self._remember(c, turns)
+        return str(c.version)
 
-    async def replace(self, conversation: Conversation, expected_version: int) -> None:
-        """Overwrite the stored conversation if its version is still `expected_version`."""
-        c, now, purge = conversation, self._clock(), self._purge_due()
-        turns = self._encoded_turns(c)
-        values = (c.version, c.updated_at, c.expires_at, _dumps(c, turns))
-        where, buckets = (c.key, expected_version, now), _buckets(c)
+    async def replace(self, conversation: Conversation, *, if_match: str) -> str:
+        """Overwrite the stored conversation if it still carries `if_match`; returns the new ETag.
+
+        Raises `VersionConflict` when the stored conversation changed, expired or is gone.
+        """
+        c = conversation
+        expected = _version_of(if_match)
+        if expected is None:  # not an ETag this store issued, so no stored row carries it
+            raise VersionConflict(c.key)
+        now, purge = self._clock(), self._purge_due()
+        params = (*_columns(c), c.key, expected, now)
 
         def work(db: sqlite3.Connection) -> int:
-            changed = db.execute(_REPLACE, (*values, *where, *buckets)).rowcount
-            if changed == 0:
-                changed = db.execute(_REPLACE_MOVING, (*values, *buckets, *where)).rowcount
+            changed = db.execute(_REPLACE, params).rowcount
             if purge:
-                _purge(db, now)
+                db.execute(_PURGE, (now,))
             return changed
 
         if await self._run(work) == 0:
             raise VersionConflict(c.key)
-        self._remember(c, turns)
+        return str(c.version)
 
-    async def delete(self, oid: str, conversation_id: str) -> bool:
-        """Remove a conversation; True if a live one was removed (an expired one goes silently)."""
-        key, now = conversation_key(oid, conversation_id), self._clock()
-        self._decoded.pop(key, None)
+    async def delete(self, oid: str, conversation_id: str, *, if_match: str | None = None) -> bool:
+        """Remove a conversation; True if a live one was removed (an expired one goes silently).
+
+        `if_match` is not needed: the one statement that deletes also reports whether the row
+        was live.
+        """
+        params = (conversation_key(oid, conversation_id), self._clock())
 
         def work(db: sqlite3.Connection) -> bool:
-            row = db.execute(
-                "DELETE FROM conversations WHERE key = ? RETURNING expires_at > ?", (key, now)
-            ).fetchone()
+            row = db.execute(_DELETE, params).fetchone()
             return row is not None and bool(row[0])
 
         return await self._run(work)
 
     async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
-        """The user's live conversations, newest first, one page of at most `limit`."""
-        now = self._clock()
-        if cursor is None:
-            updated_at, after_id, bucket = float("inf"), "", _NO_BUCKET_BOUND
-        else:
-            updated_at, after_id = decode_cursor(cursor)
-            bucket = _bucket(updated_at)
-        params = (oid, bucket, tid, now, updated_at, updated_at, after_id, limit + 1)
+        """The user's live conversations in tenant `tid`, newest first, one page of at most `limit`.
+
+        Raises `InvalidCursor` for a cursor this store did not issue.
+        """
+        # Conversation ids are never empty, so "" sorts before every one of them.
+        updated_at, after_id = decode_cursor(cursor) if cursor is not None else (float("inf"), "")
+        params = (oid, updated_at, tid, self._clock(), updated_at, after_id, limit + 1)
 
         def work(db: sqlite3.Connection) -> list[tuple[str, str | None, int, float, float]]:
-            return db.execute(_LIST, params).fetchall()
+            rows: list[tuple[str, str | None, int, float, float]] = db.execute(_LIST, params).fetchall()
+            return rows
 
         rows = await self._run(work)
-        page = tuple(
-            ConversationSummary(r[0], r[1], int(r[2]), float(r[3]), float(r[4])) for r in rows[:limit]
-        )
+        page = tuple(ConversationSummary(*row) for row in rows[:limit])
         more = len(rows) > limit
         return ConversationPage(page, encode_cursor(page[-1]) if more and page else None)
 
     async def delete_all(self, oid: str, tid: str) -> int:
-        """Remove every conversation of the user; returns how many live ones were removed."""
-        now = self._clock()
+        """Remove every conversation of the user in tenant `tid`; returns how many live ones were removed."""
+        params = (oid, tid, self._clock())
 
         def work(db: sqlite3.Connection) -> int:
-            rows = db.execute(
-                "DELETE FROM conversations WHERE oid = ? AND json_extract(document, '$.tid') = ? "
-                "RETURNING expires_at > ?",
-                (oid, tid, now),
-            )
-            return sum(bool(row[0]) for row in rows.fetchall())
+            return sum(bool(live) for (live,) in db.execute(_DELETE_ALL, params).fetchall())
 
         return await self._run(work)
 
@@ -303,22 +244,28 @@ class SqliteStore:
         await self._run(lambda db: db.execute("SELECT 1").fetchone())
 
     async def aclose(self) -> None:
-        """Close the connection on its own thread and stop that thread; later calls do nothing."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            # Queued behind any call still running, so those finish before the close.
-            await self._worker.run(self._connection.close)
-        finally:
-            self._worker.stop()
+        """Close the connection once the calls already waiting for it are done; later calls raise.
+
+        Closing again does nothing.
+        """
+
+        def close() -> None:
+            with self._in_use:
+                if not self._closed:
+                    self._closed = True
+                    self._connection.close()
+
+        await anyio.to_thread.run_sync(close, limiter=self._limiter)
 
     async def _run(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        if self._closed:
-            raise RuntimeError("the SQLite conversation store is closed")
-        connection = self._connection
+        def call() -> _T:
+            with self._in_use:
+                if self._closed:
+                    raise RuntimeError("the SQLite conversation store is closed")
+                return work(self._connection)
+
         try:
-            return await self._worker.run(lambda: work(connection))
+            return await anyio.to_thread.run_sync(call, limiter=self._limiter)
         except sqlite3.OperationalError as exc:
             # Locked by another process beyond the busy timeout, disk full, file gone: all are
             # conditions a later retry may get past, not bugs in the request.
@@ -326,27 +273,8 @@ class SqliteStore:
                 "The conversation store is busy or unavailable; retry shortly.", retry_after=1.0
             ) from exc
 
-    def _encoded_turns(self, c: Conversation) -> tuple[bytes, ...]:
-        """The turns of `c` encoded, reusing those of the copy held here (same `Turn` objects)."""
-        known, encoded = self._decoded.get(c.key, (None, None))
-        if known is not None and encoded is not None and known.turns and c.turns:
-            # Turns form a window that slides forward: the held copy's turns from where `c`
-            # starts, followed by the new ones.
-            start = c.turns[0].number - known.turns[0].number
-            kept = len(known.turns) - start
-            if start >= 0 and kept <= len(c.turns) and all(map(operator.is_, known.turns[start:], c.turns)):
-                return encoded[start:] + tuple(map(turn_json, c.turns[kept:]))
-        return tuple(map(turn_json, c.turns))
-
-    def _remember(self, conversation: Conversation, turns: tuple[bytes, ...] | None) -> Conversation:
-        self._decoded[conversation.key] = (conversation, turns)
-        self._decoded.move_to_end(conversation.key)
-        if len(self._decoded) > DECODED_CACHE_SIZE:
-            self._decoded.popitem(last=False)
-        return conversation
-
     def _purge_due(self) -> bool:
-        # Decided on the loop thread so `_next_purge` is only ever touched there.
+        # Decided on the event loop, so `_next_purge` is only ever touched there.
         now = self._clock()
         if now < self._next_purge:
             return False
@@ -356,34 +284,36 @@ class SqliteStore:
 
 def _connect(path: Path) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
-    # isolation_level=None: autocommit, so each single-statement write commits at once and
-    # never holds the write lock between calls.
-    connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None)
+    # isolation_level=None: autocommit, so each single-statement write commits at once and never
+    # holds the write lock between calls. Calls come from whichever worker thread is free, one
+    # at a time (the store's limiter), hence check_same_thread=False.
+    connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
     try:
         connection.execute("PRAGMA journal_mode=WAL")
         # Safe with WAL (a crash loses at most the last commits, never corrupts) and much faster.
         connection.execute("PRAGMA synchronous=NORMAL")
-        _create_schema(connection)
+        _create_schema(connection, path)
     except BaseException:
         connection.close()
         raise
     return connection
 
 
-def _create_schema(db: sqlite3.Connection) -> None:
-    """Create the table and indexes, or bring a file from an earlier Anvil up to date.
+def _create_schema(db: sqlite3.Connection, path: Path) -> None:
+    """Create the table and its indexes, or refuse a file whose table has another layout.
 
-    One immediate transaction, so processes opening the same file at once do it exactly once.
+    One immediate transaction, so processes opening the same new file at once agree on it.
     """
-    db.create_function("anvil_bucket", 1, _bucket, deterministic=True)
     db.execute("BEGIN IMMEDIATE")
     try:
-        columns = {row[1] for row in db.execute("PRAGMA table_info(conversations)")}
-        for column, time_column in _BUCKET_COLUMNS.items():
-            if columns and column not in columns:
-                db.execute(f"ALTER TABLE conversations ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
-                db.execute(f"UPDATE conversations SET {column} = anvil_bucket({time_column})")
-        for statement in filter(str.strip, _SCHEMA.split(";")):
+        db.execute(_TABLE)
+        columns = tuple(row[1] for row in db.execute("PRAGMA table_info(conversations)"))
+        if columns != COLUMNS:
+            raise RuntimeError(
+                f"{path} holds conversations in a layout this version of Anvil does not read; "
+                "move the file away (a new one is created in its place) and start again."
+            )
+        for statement in _INDEXES:
             db.execute(statement)
     except BaseException:
         db.execute("ROLLBACK")
@@ -391,22 +321,18 @@ def _create_schema(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
-def _bucket(seconds: float) -> int:
-    """The bucket a time (seconds since the epoch) falls in, as stored beside it."""
-    return int(seconds // BUCKET_SECONDS)
-
-
-def _buckets(c: Conversation) -> tuple[int, int]:
-    """The (expiry_bucket, updated_bucket) columns of `c`."""
-    return _bucket(c.expires_at), _bucket(c.updated_at)
-
-
-def _purge(db: sqlite3.Connection, now: float) -> None:
-    # Every expired row is in a bucket up to now's; the exact time decides within it.
-    db.execute("DELETE FROM conversations WHERE expiry_bucket <= ? AND expires_at <= ?", (_bucket(now), now))
-
-
-def _dumps(c: Conversation, turns: tuple[bytes, ...]) -> str:
+def _columns(c: Conversation) -> tuple[int, float, float, str | None, int, str]:
+    """The values a write sets: version, updated_at, expires_at, title, turn_count, document."""
     # pydantic-core's encoder is several times faster than the json module's on these documents,
-    # and a turn writes the whole conversation.
-    return document_json(c, turns).decode()
+    # and every write stores the whole conversation.
+    document = pydantic_core.to_json(to_document(c)).decode()
+    return c.version, c.updated_at, c.expires_at, c.title, c.turn_count, document
+
+
+def _version_of(etag: str) -> int | None:
+    """The version an ETag of this store names, or None if it is not one (`str(version)` exactly)."""
+    try:
+        version = int(etag)
+    except ValueError:
+        return None
+    return version if str(version) == etag else None
