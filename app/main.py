@@ -127,7 +127,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
-    install_problem_handlers(api)
     api.include_router(build_router(settings))
     # An ASGI app as a route endpoint: any method reaches it (the guard answers 405 first).
     api.router.routes.append(
@@ -141,6 +140,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         allowed_origins=settings.origin_patterns(),
         max_body_bytes=settings.max_body_bytes,
     )
+    install_problem_handlers(api)
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:

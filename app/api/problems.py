@@ -3,6 +3,7 @@
 `AnvilError`s carry their own status and message; the framework's 404 and 405 (with `Allow`)
 and a request it could not validate are rendered the same way; anything unexpected becomes a
 500 that names a correlation id, also logged with the traceback, and says nothing internal.
+`install_problem_handlers` must run after every other middleware is added.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import AnvilError, error_response, problem_response
 
@@ -43,16 +45,38 @@ async def validation_error(_: Request, error: Exception) -> Response:
     return problem_response(400, f"Invalid request: check {fields}.", kind="invalid-input")
 
 
-async def unexpected_error(_: Request, error: Exception) -> Response:
-    correlation = uuid.uuid4().hex
-    logger.error("unexpected error, correlation id %s", correlation, exc_info=error)
-    return problem_response(
-        500,
-        f"Anvil failed unexpectedly. Retry; if it persists, give the operator this correlation id: "
-        f"{correlation}.",
-        kind="internal",
-        headers={"X-Correlation-Id": correlation},
-    )
+class UnexpectedErrors:
+    """Outermost ASGI middleware: an exception nothing else handled is logged once, with a
+    correlation id, and answered 500 with that id (if no response has started yet)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as error:
+            correlation = uuid.uuid4().hex
+            logger.error("unexpected error, correlation id %s", correlation, exc_info=error)
+            if started:
+                raise  # the server can only drop the connection now
+            await problem_response(
+                500,
+                "Anvil failed unexpectedly. Retry; if it persists, give the operator this correlation id: "
+                f"{correlation}.",
+                kind="internal",
+                headers={"X-Correlation-Id": correlation},
+            )(scope, receive, send)
 
 
 def install_problem_handlers(api: FastAPI) -> None:
@@ -60,6 +84,5 @@ def install_problem_handlers(api: FastAPI) -> None:
     api.add_exception_handler(AnvilError, anvil_error)
     api.add_exception_handler(HTTPException, http_error)
     api.add_exception_handler(RequestValidationError, validation_error)
-    # Starlette runs the handler for `Exception` in its outermost middleware, so it also covers
-    # errors raised by the guard and sign-in layers.
-    api.add_exception_handler(Exception, unexpected_error)
+    # Added last, so it wraps every other middleware (guard and sign-in included).
+    api.add_middleware(UnexpectedErrors)

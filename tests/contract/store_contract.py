@@ -159,7 +159,9 @@ class StoreContract:
         assert await read(store, "oid-1", "conv-1") is None
         assert await store.delete("oid-1", "conv-1") is False
 
-    async def test_delete_with_the_etag_read_removes(self, store: ConversationStore, clock: FakeClock) -> None:
+    async def test_delete_with_the_etag_read_removes(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
         etag = await store.create(make_conversation(clock))
         assert await store.delete("oid-1", "conv-1", if_match=etag) is True
         assert await read(store, "oid-1", "conv-1") is None

@@ -13,11 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
+from support.asgi import client
 
 import app.api.single_exchange
 from app.main import create_app
 from app.settings import Settings
-from support.asgi import client
 
 pytestmark = pytest.mark.anyio
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import httpx
 import pytest
+from support.asgi import client
 
 from app.adapters.auth.dev import DevIssuer
 from app.main import create_app
 from app.settings import Settings
-from support.asgi import client
 
 pytestmark = pytest.mark.anyio
 
