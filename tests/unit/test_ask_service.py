@@ -18,7 +18,7 @@ from app.domain.ask import AskRequest, AskService, HistoryLimits
 from app.domain.conversation import CONVERSATION_ID_PATTERN, Conversation, Turn
 from app.domain.principal import Principal
 from app.errors import Conflict, InvalidInput
-from app.ports import Answer, Exchange, Passage, PastExchange, VersionConflict
+from app.ports import Answer, Exchange, Passage, PastExchange, Stored, VersionConflict
 
 pytestmark = pytest.mark.anyio
 
