@@ -1,9 +1,12 @@
-"""Memory under load: Anvil's RSS over a 60 s soak (echo engine, dev tokens, SQLite history).
+"""A soak: errors, latency and memory of one Anvil process under steady load (echo engine, dev
+tokens, SQLite history over 64 conversations).
 
-    .venv/bin/python bench/soak.py [--seconds 60]
+    .venv/bin/python bench/soak.py [--flow modern|handshake|legacy] [--seconds 600] [--interval 60]
 
-RSS is sampled after a warm-up and every 10 s while wrk keeps 16 connections busy; the figure is
-the growth from the first sample to the last.
+wrk keeps 16 connections busy for `--seconds`, in back-to-back runs of `--interval` seconds;
+each run prints its calls, errors, p50/p99 latency and the server's RSS, so a slow-down, a hang
+or a leak shows as a trend. `handshake` sends the whole legacy flow (initialize,
+notifications/initialized, tools/call); `legacy` only the calls.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -24,31 +26,32 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--flow", choices=["modern", "handshake", "legacy"], default="modern")
     parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--interval", type=int, default=10)
     args = parser.parse_args()
+    runs = []
     with (
         tempfile.TemporaryDirectory(prefix="anvil-soak-") as scratch,
         anvil("C", "echo", Path(scratch)) as server,
     ):
-        drive(server, flow="modern", ids=64, seconds=5)  # warm-up: caches, conversations, pools
-        samples = [rss_mib(server.pid)]
-        done = threading.Event()
-        result = {}
-
-        def load() -> None:
-            result["run"] = drive(server, flow="modern", ids=64, seconds=args.seconds)
-            done.set()
-
-        threading.Thread(target=load, daemon=True).start()
-        while not done.wait(10):
-            samples.append(rss_mib(server.pid))
-        samples.append(rss_mib(server.pid))
-    run = result["run"]
-    growth = 100 * (samples[-1] - samples[0]) / samples[0]
-    print(f"RSS MiB every 10 s: {' '.join(f'{s:.1f}' for s in samples)}")
+        drive(server, flow=args.flow, ids=64, seconds=5)  # warm-up: caches, conversations, pools
+        first_rss = rss_mib(server.pid)
+        print(f"{args.flow} flow, RSS after warm-up {first_rss:.1f} MiB")
+        print("   at s    calls   calls/s  errors  p50 ms  p99 ms  RSS MiB")
+        for start in range(0, args.seconds, args.interval):
+            run = drive(server, flow=args.flow, ids=64, seconds=min(args.interval, args.seconds - start))
+            runs.append(run)
+            print(
+                f"{start + args.interval:7d} {run.requests:8d} {run.calls_per_second:9.0f} {run.errors:7d} "
+                f"{run.p50_ms:7.2f} {run.p99_ms:7.2f} {run.rss_mib:8.1f}"
+            )
+    growth = 100 * (runs[-1].rss_mib - first_rss) / first_rss
+    errors = sum(run.errors for run in runs)
+    p50 = [run.p50_ms for run in runs]
     print(
-        f"soak {args.seconds} s, {run.requests} calls ({run.calls_per_second:.0f}/s, {run.errors} errors): "
-        f"RSS growth {growth:+.1f} %  [target <= 10 %]"
+        f"soak {args.seconds} s, {sum(r.requests for r in runs)} requests, {errors} errors  [target 0]; "
+        f"p50 first/last {p50[0]:.2f}/{p50[-1]:.2f} ms; RSS growth {growth:+.1f} %  [target <= 10 %]"
     )
     return 0
 

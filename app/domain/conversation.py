@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
 _CONVERSATION_ID = re.compile(CONVERSATION_ID_PATTERN)
@@ -62,9 +62,6 @@ class Conversation:
     dropped: int = 0
     instructions: str | None = None
     title: str | None = None
-    #: `Turn.size` summed over `turns` when `with_turn` made this value; -1 (unknown) otherwise.
-    #: Not an init field, so `replace` and every other construction start from unknown.
-    _turn_bytes: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -91,15 +88,12 @@ class Conversation:
         question length, and dropping the turn just answered would lose it silently.
         """
         turns = (*self.turns, turn)
-        # The size of the kept turns is carried from turn to turn, so a turn measures only the
-        # text it adds and the text it drops, however long the conversation.
-        total = self._turn_bytes if self._turn_bytes >= 0 else sum(t.size() for t in self.turns)
-        total += turn.size()
+        total = sum(t.size() for t in turns)
         drop = 0
         while len(turns) - drop > 1 and (len(turns) - drop > max_turns or total > max_bytes):
             total -= turns[drop].size()
             drop += 1
-        updated = replace(
+        return replace(
             self,
             turns=turns[drop:],
             dropped=self.dropped + drop,
@@ -107,8 +101,6 @@ class Conversation:
             expires_at=now + ttl_seconds,
             version=self.version + 1,
         )
-        object.__setattr__(updated, "_turn_bytes", total)  # frozen: set once, before anyone sees it
-        return updated
 
 
 @dataclass(frozen=True, slots=True)

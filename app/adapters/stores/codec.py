@@ -6,10 +6,8 @@ the conversation key because Cosmos DB requires an `id` and point reads use it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
-
-import pydantic_core
 
 from app.domain.conversation import Conversation, Turn
 
@@ -17,21 +15,6 @@ from app.domain.conversation import Conversation, Turn
 def to_document(c: Conversation) -> dict[str, Any]:
     """The JSON-ready document for `c`; `from_document` turns it back into an equal value."""
     return {**_header(c), "turns": [_turn_document(t) for t in c.turns]}
-
-
-def turn_json(t: Turn) -> bytes:
-    """One turn of a document, encoded: what `document_json` takes."""
-    return pydantic_core.to_json(_turn_document(t))
-
-
-def document_json(c: Conversation, turns: Sequence[bytes]) -> bytes:
-    """`to_document(c)` as JSON, its turns given already encoded (`turn_json`, in order).
-
-    A turn never changes once written, so a store that keeps the encoded turns of a
-    conversation encodes only the new one on the next write.
-    """
-    head = pydantic_core.to_json({**_header(c), "turns": []})
-    return head[: -len(b"[]}")] + b"[" + b",".join(turns) + b"]}"
 
 
 def _header(c: Conversation) -> dict[str, Any]:
