@@ -21,7 +21,7 @@ from app.adapters.auth.setup import open_auth, protected_resource_metadata
 from app.api.guard import MCP_PATH, RequestGuard
 from app.api.mcp import build_mcp_server, mcp_endpoint, session_manager
 from app.api.problems import install_problem_handlers
-from app.api.rest import WELL_KNOWN, build_openapi, build_router
+from app.api.rest import WELL_KNOWN, add_routes, build_openapi
 from app.api.signin import BearerAuthMiddleware
 from app.domain.ask import AskService, HistoryLimits
 from app.domain.lifecycle import ConversationService
@@ -127,7 +127,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
-    api.include_router(build_router(settings))
+    add_routes(api, settings)
     # An ASGI app as a route endpoint: any method reaches it (the guard answers 405 first).
     api.router.routes.append(
         Route(MCP_PATH, mcp_endpoint(server, manager, settings), include_in_schema=False)

@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import AnvilError, error_response, problem_response
@@ -33,16 +34,32 @@ async def anvil_error(_: Request, error: Exception) -> Response:
     return error_response(error)
 
 
-async def http_error(_: Request, error: Exception) -> Response:
+async def http_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, HTTPException)
     detail = _HTTP_DETAILS.get(error.status_code, str(error.detail))
-    return problem_response(error.status_code, detail, headers=error.headers)
+    headers = dict(error.headers or {})
+    if error.status_code == 405:
+        # The router names the methods of the first route on this path only; a path served by
+        # several routes (GET, POST and DELETE /api/conversations) allows all of theirs.
+        headers["Allow"] = ", ".join(sorted(allowed_methods(request)))
+    return problem_response(error.status_code, detail, headers=headers)
+
+
+def allowed_methods(request: Request) -> set[str]:
+    """Every method some route serves at this request's path."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods and route.matches(request.scope)[0] != Match.NONE:
+            methods |= route.methods
+    return methods
 
 
 async def validation_error(_: Request, error: Exception) -> Response:
     assert isinstance(error, RequestValidationError)
     fields = ", ".join(".".join(str(part) for part in item["loc"]) for item in error.errors())
-    return problem_response(400, f"Invalid request: check {fields}.", kind="invalid-input")
+    return problem_response(
+        400, f"Invalid arguments: {fields}. Fix them and call again.", kind="invalid-input"
+    )
 
 
 class UnexpectedErrors:

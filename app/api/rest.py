@@ -11,7 +11,7 @@ describes the parameters and body from that same model.
 import json
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -104,9 +104,8 @@ async def _json_object(request: Request) -> dict[str, Any]:
     return decoded
 
 
-def build_router(settings: Settings) -> APIRouter:
-    """The REST routes of every operation, the health probes and the sign-in metadata."""
-    router = APIRouter()
+def add_routes(router: FastAPI, settings: Settings) -> None:
+    """Add the REST routes of every operation, the health probes and the sign-in metadata."""
     for operation in OPERATIONS:
         route = operation.route
         router.add_api_route(
@@ -145,7 +144,6 @@ def build_router(settings: Settings) -> APIRouter:
 
     router.add_api_route(WELL_KNOWN, resource_metadata, methods=["GET"], include_in_schema=False)
     router.add_api_route(WELL_KNOWN + "/mcp", resource_metadata, methods=["GET"], include_in_schema=False)
-    return router
 
 
 def build_openapi(api: FastAPI, settings: Settings) -> dict[str, Any]:

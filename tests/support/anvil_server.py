@@ -103,11 +103,16 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
+#: Settings `dev.sh test` runs the whole suite under a second time (the MCP fast path off).
+PASSED_THROUGH = frozenset({"ANVIL_MCP_SINGLE_EXCHANGE"})
+
+
 @contextmanager
 def run_anvil(data_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[AnvilServer]:
-    """Run `anvil serve` with `env` on top of a clean ANVIL_* environment."""
+    """Run `anvil serve` with `env` on top of a clean ANVIL_* environment (but for the settings
+    the whole suite is run under, `PASSED_THROUGH`)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_") or k in PASSED_THROUGH}
     full_env = {**base_env, "ANVIL_DATA_DIR": str(data_dir), "ANVIL_LOG_LEVEL": "warning", **(env or {})}
     for attempt in range(3):
         try:

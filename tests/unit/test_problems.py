@@ -57,7 +57,9 @@ async def test_a_wrong_method_is_a_405_problem_with_allow(http: httpx.AsyncClien
     response = await http.put("/api/ask", json={})
     assert_problem(response, 405)
     assert response.headers["allow"] == "POST"
-    assert_problem(await http.patch("/api/conversations"), 405)
+    several = await http.patch("/api/conversations")
+    assert_problem(several, 405)
+    assert several.headers["allow"] == "DELETE, GET, POST"
     mcp = await http.get("/mcp")
     assert_problem(mcp, 405)
     assert mcp.headers["allow"] == "POST"
