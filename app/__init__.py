@@ -1,3 +1,3 @@
 """Anvil: a sessionless MCP service with conversation history."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -100,33 +101,37 @@ def serve(
     token: str | None = None,
     core: int | None = 1,
 ) -> Iterator[Server]:
-    """Run a server and wait until it answers a tools/call; always stop it."""
+    """Run a server and wait until it answers a tools/call; always stop it.
+
+    Its stderr goes to a file: a pipe nobody reads fills up (64 KiB) and then blocks the
+    server's event loop on its next log line, which looks like a server that hangs.
+    """
     url = f"http://127.0.0.1:{port}/mcp"
-    process = subprocess.Popen(
-        pinned(core, argv), env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"{name} exited: {process.stderr.read().decode() if process.stderr else ''}"
-                )
-            try:
-                post(url, "legacy", token)
-                break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{name} did not start") from None
-                time.sleep(0.05)  # readiness poll interval
-        yield Server(name, url, process, token)
-    finally:
-        process.terminate()
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            pinned(core, argv), env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=log
+        )
         try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            deadline = time.monotonic() + 60
+            while True:
+                if process.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(f"{name} exited: {log.read().decode(errors='replace')}")
+                try:
+                    post(url, "legacy", token)
+                    break
+                except (urllib.error.URLError, ConnectionError, OSError):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{name} did not start") from None
+                    time.sleep(0.05)  # readiness poll interval
+            yield Server(name, url, process, token)
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 @dataclass

@@ -91,22 +91,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="anvil-bench-") as scratch, ExitStack() as stack:
         servers = {
             "A": stack.enter_context(uvicorn_app("A", "servers.raw_echo:app")),
+            "B": stack.enter_context(uvicorn_app("B", "servers.sdk_echo:app")),
             "C": stack.enter_context(anvil("C", "echo", Path(scratch) / "c")),
             "D": stack.enter_context(anvil("D", "retrieval", Path(scratch) / "d")),
         }
         for round_number in range(1, args.rounds + 1):
             for label, key, flow, ids in CASES:
-                with ExitStack() as fresh:
-                    if key == "B":
-                        # The bare SDK stops answering after a few thousand handshake-era tool calls
-                        # (it slows down, then hangs), so each B run gets a process of its own.
-                        server = fresh.enter_context(uvicorn_app("B", "servers.sdk_echo:app"))
-                    else:
-                        server = servers[key]
-                    drive(server, flow=flow, ids=ids, seconds=args.warmup, connections=args.connections)
-                    result = drive(
-                        server, flow=flow, ids=ids, seconds=args.seconds, connections=args.connections
-                    )
+                server = servers[key]
+                drive(server, flow=flow, ids=ids, seconds=args.warmup, connections=args.connections)
+                result = drive(server, flow=flow, ids=ids, seconds=args.seconds, connections=args.connections)
                 if result.errors:
                     print(f"  ! {label}: {result.errors} non-2xx responses", file=sys.stderr)
                 results[label].append(result)

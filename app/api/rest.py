@@ -72,9 +72,12 @@ def _documented_inputs(operation: Operation[Any, Any]) -> dict[str, Any]:
 def _endpoint(operation: Operation[Any, Any]) -> Any:
     status = operation.route.status_code
     takes_body = operation.route.method == "POST"
+    # Query parameters that are not arguments are left alone (gateways and browsers add their
+    # own, such as a cache buster); a JSON body is checked whole.
+    names = {field.alias or name for name, field in operation.arguments.model_fields.items()}
 
     async def endpoint(request: Request) -> Response:
-        arguments: dict[str, Any] = dict(request.query_params)
+        arguments: dict[str, Any] = {k: v for k, v in request.query_params.items() if k in names}
         if takes_body:
             arguments.update(await _json_object(request))
         arguments.update(request.path_params)

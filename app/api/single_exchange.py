@@ -1,12 +1,19 @@
-"""The fast path for handshake-era `tools/call` and `tools/list` (`ANVIL_MCP_SINGLE_EXCHANGE`).
+"""The fast path for `tools/call` and `tools/list` (`ANVIL_MCP_SINGLE_EXCHANGE`).
 
-For a stateless server, the SDK's handshake-era transport builds a session per POST: a task in
-its task group, memory streams, a JSON-RPC dispatcher and a transport to tear down. A plain
-`tools/call` or `tools/list` needs none of that, so it is served here through the SDK's own
-single-exchange pipeline (`serve_one`, the same one its 2026-07-28 entry uses) with the SDK's
-handlers, middleware, validation and result shapes, and answered as the SDK's stateless path
-answers it. Everything else, and any request that is not plainly shaped, goes to `fallback`
-(the SDK's request manager) untouched. Tests keep both answering byte for byte alike.
+Editors send these on every turn. A plain one is served here through the SDK's own
+single-exchange pipeline (`serve_one`, which its 2026-07-28 entry uses too) with the SDK's
+handlers, middleware, validation and result shapes, and answered as the SDK answers it:
+
+- handshake era: without the session the SDK's stateless transport builds per POST (a task in
+  its task group, memory streams, a JSON-RPC dispatcher, a transport to tear down);
+- 2026-07-28: after the SDK's own envelope checks (`classify_inbound_request`), without the
+  walk of the tool's input schema for `Mcp-Param-*` headers when it declares none, and without
+  validating the envelope and the reply through models a second time.
+
+Everything else, and any request that is not plainly shaped (a notification, a batch, an
+`Mcp-Param-*` header, a repeated routing header, an envelope the SDK rejects), goes to
+`fallback`, the SDK's request manager, untouched. Tests keep both paths answering byte for byte
+alike, and the whole suite also runs with this module switched off.
 
 Only public SDK names are used; `RequestContext` implements the SDK's public
 `DispatchContext` protocol for one HTTP request.
@@ -26,9 +33,18 @@ from mcp.server.lowlevel import Server
 from mcp.server.runner import modern_error_data, serve_one
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    MCP_PARAM_HEADER_PREFIX,
+    InboundModernRoute,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+    x_mcp_header_map,
+)
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.shared.message import MessageMetadata, ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
-from mcp_types import DEFAULT_NEGOTIATED_VERSION, RequestId
+from mcp_types import DEFAULT_NEGOTIATED_VERSION, ProgressToken, RequestId
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -42,6 +58,7 @@ _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 #: Anvil's MCP server keeps no state of its own across requests (the runtime travels in the
 #: ASGI lifespan state), so its SDK lifespan state is the SDK default: an empty mapping.
 _NO_LIFESPAN_STATE: dict[str, Any] = {}
+_MCP_PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
 
 
 @dataclass
@@ -53,6 +70,7 @@ class RequestContext:
     transport: TransportContext
     request_id: RequestId
     message_metadata: MessageMetadata
+    progress_token: ProgressToken | None = None
     cancel_requested: anyio.Event = field(default_factory=anyio.Event)
     can_send_request: bool = False
 
@@ -71,59 +89,106 @@ class RequestContext:
 
 
 class SingleExchange:
-    """ASGI app: serves a plain handshake-era `tools/call`/`tools/list` itself, else `fallback`."""
+    """ASGI app: serves a plain `tools/call` or `tools/list` itself, anything else via `fallback`."""
 
     def __init__(self, server: Server[Any], *, fallback: ASGIApp) -> None:
         self.server = server
         self.fallback = fallback
+        # Tool name -> whether its input schema declares `x-mcp-header`s (then the SDK must check
+        # the `Mcp-Param-*` headers). Tools are fixed when the server is built.
+        self._declares_param_headers: dict[str, bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         version = headers.get("mcp-protocol-version")
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await self.fallback(scope, receive, send)  # 2026-07-28: the SDK serves one exchange itself
+        modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+        if modern and _unusual_modern_headers(scope["headers"]):
+            await self.fallback(scope, receive, send)
             return
         body = await read_body(receive) or b""
         message = plain_request(headers, body)
-        if message is None:
+        route = self._modern_route(headers, message) if modern and message else None
+        if message is None or (modern and route is None):
             await self.fallback(scope, replay_body(body, receive), send)
             return
-        request_id = message["id"]
+        request_id, params = message["id"], message.get("params")
+        if route is not None:
+            connection = Connection.from_envelope(
+                route.protocol_version, route.client_info, route.client_capabilities
+            )
+            progress_token = progress_token_from_params(params)
+        else:
+            connection = Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None)
+            progress_token = None
         context = RequestContext(
             transport=TransportContext(kind="streamable-http", can_send_request=False, headers=headers),
             request_id=request_id,
             message_metadata=ServerMessageMetadata(
                 request_context=Request(scope, replay_body(body, receive))
             ),
+            progress_token=progress_token,
         )
         reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+        status = 200
         try:
             reply["result"] = await serve_one(
                 self.server,
                 context,
                 message["method"],
-                message.get("params"),
-                connection=Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None),
+                params,
+                connection=connection,
                 lifespan_state=_NO_LIFESPAN_STATE,
             )
         except Exception as error:  # mapped to a JSON-RPC error as the SDK maps it
-            reply["error"] = modern_error_data(error).model_dump(
-                mode="json", by_alias=True, exclude_none=True
-            )
-        # 200 whatever the outcome, encoded by pydantic-core (text stays UTF-8), as the SDK's
-        # stateless path answers.
-        encoded = pydantic_core.to_json(reply)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", b"%d" % len(encoded)),
-                ],
-            }
-        )
+            data = modern_error_data(error)
+            reply["error"] = data.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if route is not None:
+                status = ERROR_CODE_HTTP_STATUS.get(data.code, 200)
+        # Encoded as the SDK's path for the era encodes it: pydantic-core for the handshake era
+        # (text stays UTF-8, and always 200), the json module for 2026-07-28.
+        if route is None:
+            encoded = pydantic_core.to_json(reply)
+        else:
+            encoded = json.dumps(reply, separators=(",", ":")).encode()
+        length = str(len(encoded)).encode()
+        response_headers = [(b"content-type", b"application/json"), (b"content-length", length)]
+        await send({"type": "http.response.start", "status": status, "headers": response_headers})
         await send({"type": "http.response.body", "body": encoded})
+
+    def _modern_route(self, headers: Headers, message: dict[str, Any]) -> InboundModernRoute | None:
+        """The SDK's verdict on a 2026-07-28 envelope, or None when the SDK must answer it itself
+        (an envelope it rejects, or a call of a tool that declares `x-mcp-header`s)."""
+        verdict = classify_inbound_request(message, headers=dict(headers.items()))
+        if not isinstance(verdict, InboundModernRoute):
+            return None
+        if message["method"] == "tools/call" and self._param_headers(
+            (message.get("params") or {}).get("name")
+        ):
+            return None
+        return verdict
+
+    def _param_headers(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        known = self._declares_param_headers.get(name)
+        if known is None:
+            lookup = self.server.get_tool_input_schema
+            schema = lookup(name) if lookup is not None else None
+            known = self._declares_param_headers[name] = bool(schema and x_mcp_header_map(schema))
+        return known
+
+
+def _unusual_modern_headers(raw: list[tuple[bytes, bytes]]) -> bool:
+    """Headers the SDK must see itself: any `Mcp-Param-*`, or a routing header given twice."""
+    names = [name.decode("latin-1") for name, _ in raw]
+    if any(name.startswith(_MCP_PARAM_PREFIX) for name in names):
+        return True
+    if len(set(names)) == len(names):
+        return False
+    return (
+        find_duplicated_routing_header([(n.decode("latin-1"), v.decode("latin-1")) for n, v in raw])
+        is not None
+    )
 
 
 def plain_request(headers: Headers, body: bytes) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.datastructures import Headers as StarletteHeaders
 from support.asgi import client
 
 import app.api.single_exchange
@@ -27,7 +28,9 @@ Headers = dict[str, str] | list[tuple[str, str]]
 
 @pytest.fixture
 async def fast(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    settings = Settings(auth_mode="none", store="memory", answer_engine="echo", data_dir=tmp_path)
+    settings = Settings(
+        auth_mode="none", store="memory", answer_engine="echo", data_dir=tmp_path, mcp_single_exchange=True
+    )
     async with client(create_app(settings)) as http:
         yield http
 
@@ -135,7 +138,6 @@ OTHER_REQUESTS: dict[str, tuple[Any, Headers]] = {
     "params that are a list": ({**call("ask", {"question": "q"}), "params": [1]}, {}),
     "JSON not accepted": (call("ask", {"question": "q"}), {"Accept": "text/event-stream"}),
     "not JSON": (call("ask", {"question": "q"}), {"Content-Type": "text/plain"}),
-    "2026-07-28": (call("ask", {"question": "q"}), {"MCP-Protocol-Version": "2026-07-28"}),
 }
 
 
@@ -152,3 +154,90 @@ async def test_the_first_of_repeated_content_types_decides_on_both_paths(
 ) -> None:
     pairs = [("Content-Type", "text/plain"), ("Content-Type", "application/json")]
     await both_paths(fast, sdk, REQUESTS["ask one-shot"], pairs)
+
+
+MODERN = "2026-07-28"
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def modern(request: dict[str, Any], **meta: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """`request` in the 2026-07-28 shape: the envelope in `_meta`, the routing headers to match."""
+    params = {**request.get("params", {}), "_meta": {**ENVELOPE, **meta}}
+    headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": request["method"]}
+    if "name" in params:
+        headers["Mcp-Name"] = params["name"]
+    return {**request, "params": params}, headers
+
+
+PLAIN_MODERN: dict[str, tuple[Any, Headers]] = {name: modern(request) for name, request in REQUESTS.items()}
+PLAIN_MODERN["with client info and a progress token"] = modern(
+    call("ask", {"question": "q"}),
+    **{"io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}},
+    progressToken="p-1",
+)
+ASK, ASK_HEADERS = modern(call("ask", {"question": "q"}))
+PLAIN_MODERN["another header twice"] = (ASK, [*ASK_HEADERS.items(), ("X-Trace", "1"), ("X-Trace", "2")])
+PLAIN_MODERN["wildcard accept"] = (ASK, {**ASK_HEADERS, "Accept": "*/*"})
+
+UNUSUAL_MODERN: dict[str, tuple[Any, Headers]] = {
+    "without the envelope": ({**ASK, "params": {"name": "ask", "arguments": {}}}, ASK_HEADERS),
+    "Mcp-Method disagrees": (ASK, {**ASK_HEADERS, "Mcp-Method": "tools/list"}),
+    "Mcp-Name disagrees": (ASK, {**ASK_HEADERS, "Mcp-Name": "search"}),
+    "Mcp-Name missing": (ASK, {k: v for k, v in ASK_HEADERS.items() if k != "Mcp-Name"}),
+    "envelope names another version": (
+        {
+            **ASK,
+            "params": {
+                **ASK["params"],
+                "_meta": {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2025-06-18"},
+            },
+        },
+        ASK_HEADERS,
+    ),
+    "routing header twice": (ASK, [*ASK_HEADERS.items(), ("Mcp-Method", "tools/call")]),
+    "an Mcp-Param header": (ASK, {**ASK_HEADERS, "Mcp-Param-Question": "q"}),
+    "a boolean id": ({**ASK, "id": True}, ASK_HEADERS),
+    "a null id": ({**ASK, "id": None}, ASK_HEADERS),
+    "an extra envelope member": ({**ASK, "extra": 1}, ASK_HEADERS),
+    "a notification": ({k: v for k, v in ASK.items() if k != "id"}, ASK_HEADERS),
+    "a batch": ([ASK], ASK_HEADERS),
+    "params that are a list": ({**ASK, "params": [1]}, ASK_HEADERS),
+    "initialize": modern({"jsonrpc": "2.0", "id": 9, "method": "initialize"}),
+    "server/discover": modern({"jsonrpc": "2.0", "id": 9, "method": "server/discover"}),
+    "JSON not accepted": (ASK, {**ASK_HEADERS, "Accept": "text/event-stream"}),
+    "not JSON": (ASK, {**ASK_HEADERS, "Content-Type": "text/plain"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLAIN_MODERN))
+async def test_2026_07_28_single_exchange_answers_like_the_sdk(
+    fast: httpx.AsyncClient, sdk: httpx.AsyncClient, served_single: list[str], case: str
+) -> None:
+    body, headers = PLAIN_MODERN[case]
+    await both_paths(fast, sdk, body, headers)
+    assert served_single == [body["method"]]
+
+
+@pytest.mark.parametrize("case", sorted(UNUSUAL_MODERN))
+async def test_unusual_2026_07_28_requests_go_to_the_sdk_and_answer_the_same(
+    fast: httpx.AsyncClient, sdk: httpx.AsyncClient, served_single: list[str], case: str
+) -> None:
+    await both_paths(fast, sdk, *UNUSUAL_MODERN[case])
+    assert served_single == []
+
+
+async def test_a_tool_declaring_param_headers_is_left_to_the_sdk(tmp_path: Path) -> None:
+    from app.api.mcp import build_mcp_server
+    from app.api.single_exchange import SingleExchange
+
+    settings = Settings(auth_mode="none", store="memory", answer_engine="echo", data_dir=tmp_path)
+    server = build_mcp_server(settings)
+    declared = {"type": "object", "properties": {"q": {"type": "string", "x-mcp-header": "Q"}}}
+    server.get_tool_input_schema = {"ask": declared}.get
+    fast = SingleExchange(server, fallback=server.streamable_http_app())
+    assert fast._modern_route(StarletteHeaders(headers=ASK_HEADERS), ASK) is None
+    search, search_headers = modern(call("search", {"searchText": "x"}))
+    assert fast._modern_route(StarletteHeaders(headers=search_headers), search) is not None

@@ -405,3 +405,65 @@ async def test_a_closed_store_refuses_calls_and_closes_again_quietly(path: Path,
         await closed.create(conversation(clock))
     with pytest.raises(RuntimeError, match="closed"):
         await closed.check()
+
+
+# --- conversations kept decoded ---------------------------------------------------------------
+
+
+def count_decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    decodes: list[int] = []
+    original = sqlite_module.from_document
+
+    def counting(document: dict[str, object]) -> Conversation:
+        decodes.append(1)
+        return original(document)
+
+    monkeypatch.setattr(sqlite_module, "from_document", counting)
+    return decodes
+
+
+async def test_a_row_unchanged_since_this_process_wrote_it_is_not_decoded_again(
+    store: SqliteStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decodes = count_decodes(monkeypatch)
+    written = conversation(clock, version=3)
+    etag = await store.create(written)
+    assert await store.get("oid-1", "conv-1") == Stored(written, etag)
+    assert decodes == []
+
+
+async def test_another_processes_write_is_read_from_the_file(
+    store: SqliteStore, path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = await SqliteStore.open(path, clock)
+    try:
+        etag = await store.create(conversation(clock))
+        assert await other.get("oid-1", "conv-1") is not None
+        clock.now += 1
+        theirs = conversation(clock, version=2, title="theirs", created_at=clock.now - 1)
+        await other.replace(theirs, if_match=etag)
+        decodes = count_decodes(monkeypatch)
+        assert await store.get("oid-1", "conv-1") == Stored(theirs, "2")
+        assert decodes == [1]
+        # Deleted elsewhere, then created again with the same version at another time.
+        assert await other.delete("oid-1", "conv-1") is True
+        clock.now += 1
+        again = conversation(clock, version=2, title="again")
+        await other.create(again)
+        assert await store.get("oid-1", "conv-1") == Stored(again, "2")
+        assert await other.delete("oid-1", "conv-1") is True
+        assert await store.get("oid-1", "conv-1") is None
+    finally:
+        await other.aclose()
+
+
+async def test_the_decoded_conversations_are_bounded(
+    store: SqliteStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "DECODED_CONVERSATIONS", 3)
+    for n in range(5):
+        await store.create(conversation(clock, f"c-{n}"))
+    decodes = count_decodes(monkeypatch)
+    for n in reversed(range(5)):
+        assert await store.get("oid-1", f"c-{n}") is not None
+    assert len(decodes) == 2  # the two written first were forgotten
