@@ -175,9 +175,9 @@ class Settings(BaseSettings):
     mcp_single_exchange: bool = Field(
         True,
         description=(
-            "Serve handshake-era `tools/call` and `tools/list` as one exchange through the SDK's "
-            "request pipeline, without the per-request session its stateless transport builds "
-            "(`false`: every MCP request goes through the SDK's request manager)."
+            "Serve plain `tools/call` and `tools/list` requests of either era as one exchange "
+            "through the SDK's request pipeline, without the per-request session its stateless "
+            "transport builds (`false`: every MCP request goes through the SDK's request manager)."
         ),
     )
 
