@@ -128,9 +128,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redoc_url=None,
     )
     add_routes(api, settings)
-    # An ASGI app as a route endpoint: any method reaches it (the guard answers 405 first).
-    api.router.routes.append(
-        Route(MCP_PATH, mcp_endpoint(server, manager, settings), include_in_schema=False)
+    # An ASGI app as a route endpoint: any method reaches it (the guard answers 405 first). It
+    # goes first, as nearly every request is for it and the router tries routes in order.
+    api.router.routes.insert(
+        0, Route(MCP_PATH, mcp_endpoint(server, manager, settings), include_in_schema=False)
     )
     # Added innermost first: the guard runs before sign-in.
     api.add_middleware(BearerAuthMiddleware, resource_metadata_url=settings.base_url + WELL_KNOWN + "/mcp")
