@@ -185,19 +185,8 @@ class SqliteStore:
 
         An expired conversation under the same key is replaced.
         """
-        c, now, purge = conversation, self._clock(), self._purge_due()
-        params = (c.key, c.oid, c.tid, c.conversation_id, *_columns(c), now)
-
-        def work(db: sqlite3.Connection) -> int:
-            changed = db.execute(_CREATE, params).rowcount
-            if purge:
-                db.execute(_PURGE, (now,))
-            return changed
-
-        if await self._run(work) == 0:
-            raise VersionConflict(c.key)
-        self._remember(c)
-        return str(c.version)
+        c, now = conversation, self._clock()
+        return await self._write(c, _CREATE, (c.key, c.oid, c.tid, c.conversation_id, *_columns(c), now))
 
     async def replace(self, conversation: Conversation, *, if_match: str) -> str:
         """Overwrite the stored conversation if it still carries `if_match`; returns the new ETag.
@@ -208,19 +197,7 @@ class SqliteStore:
         expected = _version_of(if_match)
         if expected is None:  # not an ETag this store issued, so no stored row carries it
             raise VersionConflict(c.key)
-        now, purge = self._clock(), self._purge_due()
-        params = (*_columns(c), c.key, expected, now)
-
-        def work(db: sqlite3.Connection) -> int:
-            changed = db.execute(_REPLACE, params).rowcount
-            if purge:
-                db.execute(_PURGE, (now,))
-            return changed
-
-        if await self._run(work) == 0:
-            raise VersionConflict(c.key)
-        self._remember(c)
-        return str(c.version)
+        return await self._write(c, _REPLACE, (*_columns(c), c.key, expected, self._clock()))
 
     async def delete(self, oid: str, conversation_id: str, *, if_match: str | None = None) -> bool:
         """Remove a conversation; True if a live one was removed (an expired one goes silently).
@@ -303,6 +280,21 @@ class SqliteStore:
             raise Unavailable(
                 "The conversation store is busy or unavailable; retry shortly.", retry_after=1.0
             ) from exc
+
+    async def _write(self, c: Conversation, statement: str, params: tuple[object, ...]) -> str:
+        """Run one guarded write of `c` (and the purge when due); its ETag, or `VersionConflict`."""
+        now, purge = self._clock(), self._purge_due()
+
+        def work(db: sqlite3.Connection) -> int:
+            changed: int = db.execute(statement, params).rowcount
+            if purge:
+                db.execute(_PURGE, (now,))
+            return changed
+
+        if await self._run(work) == 0:
+            raise VersionConflict(c.key)
+        self._remember(c)
+        return str(c.version)
 
     def _remember(self, conversation: Conversation) -> None:
         self._decoded[conversation.key] = conversation
