@@ -26,11 +26,11 @@ from app.settings import Settings
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
 
-def _problem(status: int) -> dict[str, Any]:
-    return {
-        "description": "Problem document (RFC 9457) saying what to change",
-        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
-    }
+#: How the OpenAPI document describes every error response.
+PROBLEM_RESPONSE: dict[str, Any] = {
+    "description": "Problem document (RFC 9457) saying what to change",
+    "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+}
 
 
 def _path_names(operation: Operation[Any, Any]) -> set[str]:
@@ -121,7 +121,7 @@ def add_routes(router: FastAPI, settings: Settings) -> None:
             description=operation.describe(settings),
             operation_id=route.operation_id,
             tags=[route.tag],
-            responses={status: _problem(status) for status in (*route.errors, 401)},
+            responses={status: PROBLEM_RESPONSE for status in (*route.errors, 401)},
             openapi_extra=_documented_inputs(operation),
         )
 
@@ -189,7 +189,7 @@ def build_openapi(api: FastAPI, settings: Settings) -> dict[str, Any]:
                 "200": {"description": "JSON-RPC response", "content": {"application/json": {}}},
                 "202": {"description": "Notification accepted"},
                 "400": {"description": "JSON-RPC error (e.g. -32022 unsupported protocol version)"},
-                "401": _problem(401)
+                "401": PROBLEM_RESPONSE
                 | {"description": "Sign-in required; WWW-Authenticate names the metadata"},
             },
         }
