@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +27,28 @@ ACCEPT = "application/json, text/event-stream"
 Headers = dict[str, str] | list[tuple[str, str]]
 
 
-@pytest.fixture
-async def fast(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+@asynccontextmanager
+async def anvil(tmp_path: Path, single_exchange: bool) -> AsyncIterator[httpx.AsyncClient]:
     settings = Settings(
-        auth_mode="none", store="memory", answer_engine="echo", data_dir=tmp_path, mcp_single_exchange=True
+        auth_mode="none",
+        store="memory",
+        answer_engine="echo",
+        data_dir=tmp_path,
+        mcp_single_exchange=single_exchange,
     )
     async with client(create_app(settings)) as http:
         yield http
 
 
 @pytest.fixture
+async def fast(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    async with anvil(tmp_path / "fast", single_exchange=True) as http:
+        yield http
+
+
+@pytest.fixture
 async def sdk(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    settings = Settings(
-        auth_mode="none", store="memory", answer_engine="echo", data_dir=tmp_path, mcp_single_exchange=False
-    )
-    async with client(create_app(settings)) as http:
+    async with anvil(tmp_path / "sdk", single_exchange=False) as http:
         yield http
 
 
