@@ -148,6 +148,10 @@ class SourceRef(BaseModel):
     heading: str = Field(description="Heading of the passage within the file.")
     score: float = Field(description="Relevance score (higher is better).")
 
+    @classmethod
+    def of(cls, passage: Passage) -> SourceRef:
+        return cls(source=passage.source, heading=passage.heading, score=round(passage.score, 4))
+
 
 class AskOutput(BaseModel):
     """The `ask` envelope."""
@@ -172,23 +176,17 @@ class AskOutput(BaseModel):
 
     @classmethod
     def of(cls, result: AskResult) -> AskOutput:
-        return cls.model_validate(cls.content(result))
-
-    @staticmethod
-    def content(result: AskResult) -> dict[str, Any]:
-        """`of(result).model_dump(mode="json")`, built without the model: `ask` returns it on every
-        call as structuredContent."""
-        return {
-            "answer": result.answer,
-            "conversationId": result.conversation_id,
-            "note": result.note,
-            "created": result.created,
-            "turn": result.turn,
-            "condensed": result.condensed,
-            "sources": [
-                {"source": p.source, "heading": p.heading, "score": round(p.score, 4)} for p in result.sources
+        return cls(
+            answer=result.answer,
+            conversationId=result.conversation_id,
+            note=result.note,
+            created=result.created,
+            turn=result.turn,
+            condensed=result.condensed,
+            sources=[
+                SourceRef(source=p.source, heading=p.heading, score=round(p.score, 4)) for p in result.sources
             ],
-        }
+        )
 
 
 class SearchHit(BaseModel):
