@@ -29,6 +29,7 @@ _TITLES = {
     421: "Misdirected Request",
     422: "Unprocessable Content",
     500: "Internal Server Error",
+    502: "Bad Gateway",
     503: "Service Unavailable",
 }
 
@@ -95,6 +96,13 @@ class Unavailable(AnvilError):
     def headers(self) -> dict[str, str]:
         # No hint means nobody knows when it will work again (refused credentials, say).
         return {} if self.retry_after is None else {"Retry-After": retry_after_header(self.retry_after)}
+
+
+class EngineFailed(AnvilError):
+    """The answer engine (a language model) failed or timed out; asking again may work."""
+
+    kind = "engine-failed"
+    status = 502
 
 
 AuthErrorCode = Literal["invalid_token", "insufficient_scope"]

@@ -47,8 +47,11 @@ async def open_store(settings: Settings) -> ConversationStore:
     return await SqliteStore.open(settings.data_dir / "conversations.sqlite3")
 
 
-async def open_engine(settings: Settings) -> AnswerEngine:
-    """The configured answer engine; the retrieval index is built off the event loop."""
+async def open_engine(settings: Settings, stack: AsyncExitStack) -> AnswerEngine:
+    """The configured answer engine; the corpus index is built off the event loop.
+
+    The language-model engines answer from the same index as the embedded one.
+    """
     if settings.answer_engine == "echo":
         from app.adapters.engines.echo import EchoEngine
 
@@ -58,14 +61,21 @@ async def open_engine(settings: Settings) -> AnswerEngine:
     corpus = settings.corpus_path()
     if not corpus.is_dir():
         raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of Markdown files")
-    return await anyio.to_thread.run_sync(RetrievalEngine.build, corpus)
+    retrieval = await anyio.to_thread.run_sync(RetrievalEngine.build, corpus)
+    if settings.answer_engine == "retrieval":
+        return retrieval
+    from app.adapters.engines.chat import open_chat_engine
+
+    engine = open_chat_engine(settings, retrieval)
+    stack.push_async_callback(engine.aclose)
+    return engine
 
 
 async def open_runtime(settings: Settings, stack: AsyncExitStack) -> Runtime:
     """Open the store, the answer engine and sign-in; `stack` closes them again."""
     store = await open_store(settings)
     stack.push_async_callback(store.aclose)
-    engine = await open_engine(settings)
+    engine = await open_engine(settings, stack)
     auth = await open_auth(settings)
     if auth.aclose is not None:
         stack.push_async_callback(auth.aclose)
@@ -105,12 +115,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     server = build_mcp_server(settings)
     manager = session_manager(server, settings)
+    streaming = session_manager(server, settings, streaming=True)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
             runtime = await open_runtime(settings, stack)
             await stack.enter_async_context(manager.run())
+            await stack.enter_async_context(streaming.run())
             logger.info(
                 "Anvil ready: store=%s engine=%s auth=%s",
                 settings.store,
@@ -131,7 +143,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # An ASGI app as a route endpoint: any method reaches it (the guard answers 405 first). It
     # goes first, as nearly every request is for it and the router tries routes in order.
     api.router.routes.insert(
-        0, Route(MCP_PATH, mcp_endpoint(server, manager, settings), include_in_schema=False)
+        0, Route(MCP_PATH, mcp_endpoint(server, manager, streaming, settings), include_in_schema=False)
     )
     # Added innermost first: the guard runs before sign-in.
     api.add_middleware(BearerAuthMiddleware, resource_metadata_url=settings.base_url + WELL_KNOWN + "/mcp")

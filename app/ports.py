@@ -1,7 +1,7 @@
 """The ports: what the domain needs from the outside world, as small Protocols.
 
 - `ConversationStore`: where conversations live (memory, SQLite, Cosmos DB).
-- `AnswerEngine`: what turns a question into an answer (retrieval, echo).
+- `AnswerEngine`: what turns a question into an answer (retrieval, echo, a language model).
 - `Verifier`: what turns a bearer token into the caller it proves (dev issuer, Entra ID).
 
 Adapters implement them (`app/adapters/`); `create_app` chooses which, from the settings.
@@ -9,7 +9,7 @@ Adapters implement them (`app/adapters/`); `create_app` chooses which, from the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
@@ -123,26 +123,76 @@ class Passage:
 
 
 @dataclass(frozen=True, slots=True)
+class Usage:
+    """What one answer cost a language model, in its own tokens."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class Answer:
-    """What an engine answered, with the passages it drew on (empty when none)."""
+    """What an engine answered, with the passages it drew on (empty when none).
+
+    `usage` is the model's token count, None for engines that call no model. `history_left_out`
+    counts the earliest turns the engine could not fit in its context (and so did not see).
+    """
 
     text: str
     sources: tuple[Passage, ...] = ()
+    usage: Usage | None = None
+    history_left_out: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """The text of one corpus file, as `fetch` returns it: at most the characters asked for."""
+
+    source: str
+    title: str
+    text: str
+    #: Length of the whole text; larger than `len(text)` when it was cut.
+    total_chars: int
+
+    @property
+    def truncated(self) -> bool:
+        """Whether `text` stops before the end of the file."""
+        return len(self.text) < self.total_chars
+
+
+#: Told how an answer is going: `(progress, total, message)`, progress rising, total if known.
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 class AnswerEngine(Protocol):
-    """Turns a question into an answer; may use earlier turns and the conversation's instructions."""
+    """Turns a question into an answer; may use earlier turns and the conversation's instructions.
+
+    An engine that cannot answer right now raises `Unavailable` (busy, with the wait it was
+    given) or `EngineFailed`; nothing is stored for an answer that failed.
+    """
 
     name: str
 
     async def answer(
-        self, question: str, history: Sequence[PastExchange], instructions: str | None = None
+        self,
+        question: str,
+        history: Sequence[PastExchange],
+        instructions: str | None = None,
+        *,
+        progress: Progress | None = None,
     ) -> Answer:
-        """Answer `question`. `history` holds the conversation's earlier turns, oldest first."""
+        """Answer `question`. `history` holds the conversation's earlier turns, oldest first.
+
+        `progress`, when given, is awaited as the answer is written (never after it returns).
+        """
         ...
 
     async def search(self, text: str, max_results: int) -> list[Passage]:
         """The passages that best match `text`, best first, at most `max_results`."""
+        ...
+
+    async def fetch(self, source: str, max_chars: int) -> Document | None:
+        """The text of corpus file `source` (as named in `Passage.source`), or None if unknown."""
         ...
 
 

@@ -125,12 +125,68 @@ class Settings(BaseSettings):
     data_dir: Path = Field(
         Path(".anvil"), description="Folder for the SQLite database and the dev signing key."
     )
-    answer_engine: Literal["retrieval", "echo"] = Field(
+    answer_engine: Literal["retrieval", "openai", "azure-openai", "echo"] = Field(
         "retrieval",
-        description="`retrieval`: cited answers from the Markdown corpus; `echo`: repeats the question.",
+        description=(
+            "`retrieval`: cited answers composed from the Markdown corpus, offline; `openai`: a language "
+            "model behind any OpenAI-compatible Chat Completions endpoint, grounded on the corpus; "
+            "`azure-openai`: the same with an Azure OpenAI deployment; `echo`: repeats the question."
+        ),
     )
     corpus_dir: Path | None = Field(
-        None, description="Markdown folder the retrieval engine answers from. Default: the project's `docs/`."
+        None,
+        description=(
+            "Markdown (`*.md`, `*.mdx`) folder every engine but echo answers from. "
+            "Default: the project's `docs/`."
+        ),
+    )
+    openai_base_url: str | None = Field(
+        None,
+        description=(
+            "`openai` engine: the endpoint's base URL, e.g. `https://api.openai.com/v1` or "
+            "`http://localhost:11434/v1` (Ollama). Default: OpenAI's."
+        ),
+    )
+    openai_model: str | None = Field(None, description="`openai` engine: the model name (required).")
+    openai_api_key: SecretStr | None = Field(
+        None, description="`openai` engine: the API key; omit for endpoints that need none."
+    )
+    azure_openai_endpoint: str | None = Field(
+        None,
+        description=(
+            "`azure-openai` engine: the resource endpoint, e.g. `https://NAME.openai.azure.com` (required)."
+        ),
+    )
+    azure_openai_deployment: str | None = Field(
+        None, description="`azure-openai` engine: the model deployment's name (required)."
+    )
+    azure_openai_api_version: str = Field(
+        "2024-10-21", description="`azure-openai` engine: the data-plane API version."
+    )
+    azure_openai_api_key: SecretStr | None = Field(
+        None,
+        description=(
+            "`azure-openai` engine: an API key. Omit it to sign in with Entra ID instead (managed "
+            "identity in Azure, honouring `AZURE_CLIENT_ID`; developer credentials locally)."
+        ),
+    )
+    answer_timeout_seconds: float = Field(
+        60.0, gt=0, le=600, description="Longest wait for the language model's answer before the ask fails."
+    )
+    answer_max_output_tokens: int = Field(
+        800, ge=16, le=32_768, description="Most tokens the language model may write for one answer."
+    )
+    answer_temperature: float = Field(
+        0.2, ge=0, le=2, description="The language model's sampling temperature."
+    )
+    answer_history_tokens: int = Field(
+        3000,
+        ge=0,
+        le=200_000,
+        description="Most tokens of earlier turns sent to the language model; the oldest are left out first.",
+    )
+    answer_passages: int = Field(
+        5, ge=1, le=20, description="How many corpus passages a language-model answer is grounded on."
     )
     history_max_turns: int = Field(
         50, ge=1, le=1000, description="Turns kept per conversation; older turns are dropped."
@@ -211,7 +267,27 @@ class Settings(BaseSettings):
             self._check_entra()
         if self.store == "cosmos" and not self.cosmos_endpoint:
             raise ValueError("ANVIL_STORE=cosmos needs ANVIL_COSMOS_ENDPOINT (the account's https URL)")
+        if self.answer_engine == "openai" and not self.openai_model:
+            raise ValueError("ANVIL_ANSWER_ENGINE=openai needs ANVIL_OPENAI_MODEL (the model to call)")
+        if self.answer_engine == "azure-openai":
+            missing = [
+                f"ANVIL_{name.upper()}"
+                for name in ("azure_openai_endpoint", "azure_openai_deployment")
+                if not getattr(self, name)
+            ]
+            if missing:
+                raise ValueError(f"ANVIL_ANSWER_ENGINE=azure-openai needs {' and '.join(missing)}")
         return self
+
+    @field_validator("openai_base_url", "azure_openai_endpoint")
+    @classmethod
+    def _model_endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            raise ValueError("must be an absolute http(s) URL without query or fragment")
+        return value.rstrip("/")
 
     def _check_entra(self) -> None:
         tenant = self.entra_tenant_id

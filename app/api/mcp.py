@@ -12,6 +12,7 @@ stateless `StreamableHTTPSessionManager`, and `add_request_handler` for the one 
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -37,10 +38,12 @@ from mcp_types import (
     Tool,
     ToolAnnotations,
 )
-from starlette.types import ASGIApp
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 import app
 from app.api import spec_fixes
+from app.api.guard import read_body, replay_body
 from app.api.operations import OPERATIONS, Call, Operation
 from app.api.signin import principal_of
 from app.errors import AnvilError
@@ -103,9 +106,14 @@ def build_mcp_server(settings: Settings) -> Server[Any]:
             )
         # The HTTP request this call came in: the caller, and the runtime in its lifespan state.
         scope = ctx.request.scope if ctx.request is not None else {}
+        # A client that sent a progressToken hears how a long call is going.
+        wants_progress = params.meta is not None and params.meta.get("progress_token") is not None
+        call = Call(
+            runtime_of(scope), principal_of(scope), ctx.session.report_progress if wants_progress else None
+        )
         try:
             arguments = operation.parse(params.arguments)
-            output = await operation.handler(Call(runtime_of(scope), principal_of(scope)), arguments)
+            output = await operation.handler(call, arguments)
         except AnvilError as error:
             # A caller's mistake or a passing outage: worth a debug line, never an error.
             logger.debug("tool %r refused (%s): %s", params.name, error.kind, error.message)
@@ -164,11 +172,17 @@ def build_mcp_server(settings: Settings) -> Server[Any]:
     return server
 
 
-def session_manager(server: Server[Any], settings: Settings) -> StreamableHTTPSessionManager:
-    """The SDK's stateless, JSON-response request manager for `server` (run it in the lifespan)."""
+def session_manager(
+    server: Server[Any], settings: Settings, *, streaming: bool = False
+) -> StreamableHTTPSessionManager:
+    """The SDK's stateless request manager for `server` (run it in the lifespan).
+
+    It answers with one JSON document, or with `streaming` as an SSE stream that carries the
+    request's notifications (progress) before its result.
+    """
     return StreamableHTTPSessionManager(
         app=server,
-        json_response=True,
+        json_response=not streaming,
         stateless=True,
         max_request_body_size=settings.max_body_bytes,
         # Host and Origin are checked by RequestGuard for every route, with Anvil's settings.
@@ -176,12 +190,46 @@ def session_manager(server: Server[Any], settings: Settings) -> StreamableHTTPSe
     )
 
 
-def mcp_endpoint(server: Server[Any], manager: StreamableHTTPSessionManager, settings: Settings) -> ASGIApp:
+def mcp_endpoint(
+    server: Server[Any],
+    manager: StreamableHTTPSessionManager,
+    streaming: StreamableHTTPSessionManager,
+    settings: Settings,
+) -> ASGIApp:
     """The ASGI app for `POST /mcp` (the guard has already refused other methods and oversized
-    bodies): the SDK's request manager, behind the single-exchange fast path when it is on."""
+    bodies): the SDK's JSON request manager, behind the single-exchange fast path when it is on;
+    a request that asks for progress goes to the SDK's `streaming` manager instead."""
     sdk: ASGIApp = StreamableHTTPASGIApp(manager)
-    if not settings.mcp_single_exchange:
-        return sdk
-    from app.api.single_exchange import SingleExchange
+    if settings.mcp_single_exchange:
+        from app.api.single_exchange import SingleExchange
 
-    return SingleExchange(server, fallback=sdk)
+        sdk = SingleExchange(server, fallback=sdk)
+    return ProgressStreams(sdk, StreamableHTTPASGIApp(streaming))
+
+
+class ProgressStreams:
+    """ASGI app: a request with a `progressToken` whose client reads SSE is answered as a stream
+    (its progress notifications, then its result); every other request as one JSON document."""
+
+    def __init__(self, default: ASGIApp, streaming: ASGIApp) -> None:
+        self.default = default
+        self.streaming = streaming
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await read_body(receive) or b""
+        target = self.streaming if wants_progress(Headers(scope=scope), body) else self.default
+        await target(scope, replay_body(body, receive), send)
+
+
+def wants_progress(headers: Headers, body: bytes) -> bool:
+    """Whether the POST is a request with `params._meta.progressToken` from a client that reads SSE."""
+    if b"progressToken" not in body or "text/event-stream" not in headers.get("accept", ""):
+        return False
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return isinstance(token, str | int) and not isinstance(token, bool) and "id" in message

@@ -20,6 +20,8 @@ from app.api.schemas import (
     DeleteAllOutput,
     DeleteInput,
     DeleteOutput,
+    FetchInput,
+    FetchOutput,
     GetInput,
     ListInput,
     ListOutput,
@@ -34,6 +36,7 @@ from app.domain.ask import CLIENT_REQUEST_ID_RULE, AskRequest
 from app.domain.conversation import CONVERSATION_ID_RULE
 from app.domain.principal import Principal
 from app.errors import InvalidInput
+from app.ports import Progress
 from app.runtime import Runtime
 from app.settings import Settings
 
@@ -47,6 +50,8 @@ class Call:
 
     runtime: Runtime
     principal: Principal | None
+    #: Where to report how a long operation is going (an MCP client that sent a progressToken).
+    progress: Progress | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +123,7 @@ def describe_invalid_arguments(operation: str, error: ValidationError) -> str:
 
 async def ask(call: Call, args: AskInput) -> AskOutput:
     request = AskRequest(args.question, args.conversation_id, args.instructions, args.client_request_id)
-    return AskOutput.of(await call.runtime.service.ask(call.principal, request))
+    return AskOutput.of(await call.runtime.service.ask(call.principal, request, progress=call.progress))
 
 
 async def search(call: Call, args: SearchInput) -> SearchOutput:
@@ -129,6 +134,15 @@ async def search(call: Call, args: SearchInput) -> SearchOutput:
 def search_text(_: SearchInput, output: SearchOutput) -> str:
     hits = (f"{h.source} ({h.heading}), score {h.score}:\n{h.text}" for h in output.results)
     return "\n\n".join(hits) or "No passage matches."
+
+
+async def fetch(call: Call, args: FetchInput) -> FetchOutput:
+    return FetchOutput.of(await call.runtime.service.fetch(args.source, args.max_chars))
+
+
+def fetch_text(_: FetchInput, output: FetchOutput) -> str:
+    cut = f"\n\n[Truncated: {len(output.text)} of {output.totalChars} characters shown.]"
+    return f"{output.source}: {output.title}\n\n{output.text}" + (cut if output.truncated else "")
 
 
 async def start_conversation(call: Call, args: StartInput) -> StartOutput:
@@ -208,7 +222,7 @@ ASK: Operation[AskInput, AskOutput] = Operation(
     result=AskOutput,
     handler=ask,
     text=lambda _, output: output.answer,
-    route=Route("POST", "/api/ask", "ask", "Ask a question", "ask", errors=(400, 403, 409, 413, 503)),
+    route=Route("POST", "/api/ask", "ask", "Ask a question", "ask", errors=(400, 403, 409, 413, 502, 503)),
 )
 
 OPERATIONS: tuple[Operation[Any, Any], ...] = (
@@ -226,6 +240,29 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
         handler=search,
         text=search_text,
         route=Route("GET", "/api/search", "search", "Rank passages of the knowledge base", "ask"),
+        read_only=True,
+        idempotent=True,
+    ),
+    Operation(
+        name="fetch",
+        title="Read a source",
+        description=(
+            "Read the whole text of one document of Anvil's knowledge base, from the start, up to "
+            "maxChars characters. Pass `source` exactly as ask's sources or search's results name it. "
+            "Use it to read beyond the passage an answer or a search quoted. Stores nothing."
+        ),
+        arguments=FetchInput,
+        result=FetchOutput,
+        handler=fetch,
+        text=fetch_text,
+        route=Route(
+            "GET",
+            "/api/fetch",
+            "fetch",
+            "Read a document of the knowledge base",
+            "ask",
+            errors=(400, 404, 503),
+        ),
         read_only=True,
         idempotent=True,
     ),

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.domain.ask import MAX_SEARCH_RESULTS, AskResult
+from app.domain.ask import MAX_FETCH_CHARS, MAX_SEARCH_RESULTS, AskResult
 from app.domain.conversation import (
     CONVERSATION_ID_PATTERN,
     Conversation,
@@ -23,7 +23,7 @@ from app.domain.conversation import (
     Turn,
 )
 from app.domain.lifecycle import MAX_LIST_LIMIT, MAX_TITLE_CHARS, MAX_TURNS_LIMIT, StartedConversation
-from app.ports import Passage
+from app.ports import Document, Passage, Usage
 
 
 class Arguments(BaseModel):
@@ -81,6 +81,25 @@ class SearchInput(Arguments):
         ge=1,
         le=MAX_SEARCH_RESULTS,
         description=f"How many passages to return (1-{MAX_SEARCH_RESULTS}).",
+    )
+
+
+class FetchInput(Arguments):
+    """Arguments of `fetch`."""
+
+    model_config = ConfigDict(title="FetchArguments")
+
+    source: str = Field(
+        min_length=1,
+        max_length=1024,
+        description="The file to read, exactly as `source` appears in ask's sources or search's results.",
+    )
+    max_chars: int = Field(
+        20_000,
+        alias="maxChars",
+        ge=100,
+        le=MAX_FETCH_CHARS,
+        description=f"Return at most this many characters (100-{MAX_FETCH_CHARS}); truncated says if cut.",
     )
 
 
@@ -153,6 +172,21 @@ class SourceRef(BaseModel):
         return cls(source=passage.source, heading=passage.heading, score=round(passage.score, 4))
 
 
+class UsageOut(BaseModel):
+    """Tokens a language model spent on an answer."""
+
+    model_config = ConfigDict(title="Usage")
+
+    inputTokens: int = Field(description="Tokens of the prompt (instructions, passages, history, question).")
+    outputTokens: int = Field(description="Tokens of the answer.")
+
+    @classmethod
+    def of(cls, usage: Usage | None) -> UsageOut | None:
+        return (
+            None if usage is None else cls(inputTokens=usage.input_tokens, outputTokens=usage.output_tokens)
+        )
+
+
 class AskOutput(BaseModel):
     """The `ask` envelope."""
 
@@ -173,6 +207,9 @@ class AskOutput(BaseModel):
         description="True when older turns of the conversation were dropped to fit its limits."
     )
     sources: list[SourceRef] = Field(description="Passages the answer cites.")
+    usage: UsageOut | None = Field(
+        None, description="Tokens the language model spent; null when no model wrote the answer."
+    )
 
     @classmethod
     def of(cls, result: AskResult) -> AskOutput:
@@ -186,6 +223,7 @@ class AskOutput(BaseModel):
             sources=[
                 SourceRef(source=p.source, heading=p.heading, score=round(p.score, 4)) for p in result.sources
             ],
+            usage=UsageOut.of(result.usage),
         )
 
 
@@ -210,6 +248,28 @@ class SearchOutput(BaseModel):
     model_config = ConfigDict(title="SearchResult")
 
     results: list[SearchHit] = Field(description="Ranked passages, best first.")
+
+
+class FetchOutput(BaseModel):
+    """The `fetch` result."""
+
+    model_config = ConfigDict(title="FetchResult")
+
+    source: str = Field(description="The file read.")
+    title: str = Field(description="The document's title.")
+    text: str = Field(description="Its text, from the start, at most maxChars characters.")
+    totalChars: int = Field(description="Length of the whole text.")
+    truncated: bool = Field(description="True when text stops before the end; the rest is not returned.")
+
+    @classmethod
+    def of(cls, document: Document) -> FetchOutput:
+        return cls(
+            source=document.source,
+            title=document.title,
+            text=document.text,
+            totalChars=document.total_chars,
+            truncated=document.truncated,
+        )
 
 
 def iso_time(seconds: float) -> str:

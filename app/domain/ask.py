@@ -21,8 +21,17 @@ from app.domain.conversation import (
     is_valid_conversation_id,
 )
 from app.domain.principal import Principal
-from app.errors import Conflict, InvalidInput, Unavailable
-from app.ports import AnswerEngine, ConversationStore, Passage, VersionConflict
+from app.errors import Conflict, InvalidInput, NotFound, Unavailable
+from app.ports import (
+    Answer,
+    AnswerEngine,
+    ConversationStore,
+    Document,
+    Passage,
+    Progress,
+    Usage,
+    VersionConflict,
+)
 
 #: A write that keeps losing races gives up after this many attempts (each loss means another
 #: turn landed, so the conversation is making progress).
@@ -30,6 +39,9 @@ MAX_WRITE_ATTEMPTS = 64
 
 #: The most passages one search returns.
 MAX_SEARCH_RESULTS = 50
+
+#: The most characters one fetch returns.
+MAX_FETCH_CHARS = 100_000
 
 CLIENT_REQUEST_ID_RULE = CONVERSATION_ID_RULE.replace("conversationId", "clientRequestId")
 
@@ -64,6 +76,8 @@ class AskResult:
     turn: int | None
     condensed: bool
     sources: tuple[Passage, ...]
+    #: The language model's token usage for this answer; None when no model was called.
+    usage: Usage | None = None
 
 
 class AskService:
@@ -84,12 +98,18 @@ class AskService:
         self.max_question_chars = max_question_chars
         self._clock = clock
 
-    async def ask(self, principal: Principal | None, request: AskRequest) -> AskResult:
-        """Answer `request`, continuing the named conversation when the history rule allows."""
+    async def ask(
+        self, principal: Principal | None, request: AskRequest, *, progress: Progress | None = None
+    ) -> AskResult:
+        """Answer `request`, continuing the named conversation when the history rule allows.
+
+        `progress` is handed to the engine. An engine that fails raises before anything is
+        written: a failed answer never changes a conversation.
+        """
         self._validate(request)
         if principal is None or request.conversation_id is None:
-            return await self._one_shot(principal, request)
-        return await self._continue(principal, request, request.conversation_id)
+            return await self._one_shot(principal, request, progress)
+        return await self._continue(principal, request, request.conversation_id, progress)
 
     async def search(self, text: str, max_results: int = 5) -> list[Passage]:
         """Rank corpus passages for `text`; no history is involved."""
@@ -100,6 +120,18 @@ class AskService:
         if not 1 <= max_results <= MAX_SEARCH_RESULTS:
             raise InvalidInput(f"maxResults must be between 1 and {MAX_SEARCH_RESULTS} (got {max_results}).")
         return await self.engine.search(text, max_results)
+
+    async def fetch(self, source: str, max_chars: int = 20_000) -> Document:
+        """The text of one corpus file, as named in a passage's `source`; `NotFound` otherwise."""
+        if not 1 <= max_chars <= MAX_FETCH_CHARS:
+            raise InvalidInput(f"maxChars must be between 1 and {MAX_FETCH_CHARS} (got {max_chars}).")
+        document = await self.engine.fetch(source, max_chars)
+        if document is None:
+            raise NotFound(
+                f"No source named {source!r} in the knowledge base: pass a source exactly as ask's "
+                "sources or search's results name it."
+            )
+        return document
 
     def _validate(self, request: AskRequest) -> None:
         if not request.question.strip():
@@ -118,8 +150,10 @@ class AskService:
                 f"instructions are longer than {self.max_question_chars} characters: shorten them."
             )
 
-    async def _one_shot(self, principal: Principal | None, request: AskRequest) -> AskResult:
-        answer = await self.engine.answer(request.question, (), request.instructions)
+    async def _one_shot(
+        self, principal: Principal | None, request: AskRequest, progress: Progress | None
+    ) -> AskResult:
+        answer = await self.engine.answer(request.question, (), request.instructions, progress=progress)
         if request.conversation_id is None:
             note = (
                 "No conversationId was given, so this answer is one-shot and nothing was stored; "
@@ -132,13 +166,14 @@ class AskService:
             )
         if request.client_request_id is not None:
             note += " clientRequestId was accepted, but one-shot answers keep no receipt."
-        return AskResult(answer.text, None, note, False, None, False, answer.sources)
+        return AskResult(answer.text, None, note, False, None, False, answer.sources, answer.usage)
 
-    async def _continue(self, principal: Principal, request: AskRequest, conversation_id: str) -> AskResult:
+    async def _continue(
+        self, principal: Principal, request: AskRequest, conversation_id: str, progress: Progress | None
+    ) -> AskResult:
         # Only a retry key needs a digest of the arguments it must repeat.
         digest = _request_digest(request) if request.client_request_id is not None else None
-        answer_text: str | None = None
-        sources: tuple[Passage, ...] = ()
+        answer: Answer | None = None
         answered_at_version = -1
         for _ in range(MAX_WRITE_ATTEMPTS):
             found = await self.store.get(principal.oid, conversation_id)
@@ -158,12 +193,11 @@ class AskService:
                         f"instructions bind when a conversation is created, and conversation "
                         f"{conversation_id!r} already exists: omit instructions, or use a new conversationId."
                     )
-            if answer_text is None:
+            if answer is None:
                 # Turns are immutable and carry `question` and `answer`: handed over without copies.
                 history = stored.turns if stored else ()
                 instructions = stored.instructions if stored else request.instructions
-                answer = await self.engine.answer(request.question, history, instructions)
-                answer_text, sources = answer.text, answer.sources
+                answer = await self.engine.answer(request.question, history, instructions, progress=progress)
                 answered_at_version = stored.version if stored else 0
             base = stored or Conversation(
                 oid=principal.oid,
@@ -177,10 +211,12 @@ class AskService:
             turn = Turn(
                 number=base.next_turn_number,
                 question=request.question,
-                answer=answer_text,
+                answer=answer.text,
                 at=now,
                 client_request_id=request.client_request_id,
                 request_digest=digest,
+                input_tokens=answer.usage.input_tokens if answer.usage else None,
+                output_tokens=answer.usage.output_tokens if answer.usage else None,
             )
             updated = base.with_turn(
                 turn,
@@ -208,14 +244,21 @@ class AskService:
                     f"{dropped_now} older turn{'s were' if dropped_now > 1 else ' was'} dropped to keep "
                     f"this conversation within its limits ({updated.dropped} dropped in all)."
                 )
+            if answer.history_left_out:
+                left_out = answer.history_left_out
+                notes.append(
+                    f"The {left_out} earliest turn{'s' if left_out > 1 else ''} did not fit in the answer "
+                    f"engine's context and {'were' if left_out > 1 else 'was'} not seen by this answer."
+                )
             return AskResult(
-                answer=answer_text,
+                answer=answer.text,
                 conversation_id=conversation_id,
                 note=" ".join(notes) or None,
                 created=stored is None,
                 turn=turn.number,
-                condensed=updated.dropped > 0,
-                sources=sources,
+                condensed=updated.dropped > 0 or answer.history_left_out > 0,
+                sources=answer.sources,
+                usage=answer.usage,
             )
         raise Unavailable(
             f"conversation {conversation_id!r} is receiving too many turns at once; retry in a second.",
@@ -255,5 +298,10 @@ def _find_receipt(stored: Conversation, request: AskRequest, digest: str | None)
             turn=turn.number,
             condensed=stored.dropped > 0,
             sources=(),
+            usage=(
+                Usage(turn.input_tokens, turn.output_tokens)
+                if turn.input_tokens is not None and turn.output_tokens is not None
+                else None
+            ),
         )
     return None

@@ -40,6 +40,9 @@ class Turn(NamedTuple):
     #: The caller's retry key for this turn and a digest of its arguments (None when not given).
     client_request_id: str | None = None
     request_digest: str | None = None
+    #: The language model's token usage for this answer (None for engines that call no model).
+    input_tokens: int | None = None
+    output_tokens: int | None = None
 
     def size(self) -> int:
         """Bytes this turn adds to a stored conversation (UTF-8 text; metadata is small and fixed)."""

@@ -17,8 +17,18 @@ from app.adapters.stores.memory import MemoryStore
 from app.domain.ask import AskRequest, AskService, HistoryLimits
 from app.domain.conversation import CONVERSATION_ID_PATTERN, Conversation, Turn
 from app.domain.principal import Principal
-from app.errors import Conflict, InvalidInput
-from app.ports import Answer, Exchange, Passage, PastExchange, Stored, VersionConflict
+from app.errors import Conflict, EngineFailed, InvalidInput, NotFound, Unavailable
+from app.ports import (
+    Answer,
+    Document,
+    Exchange,
+    Passage,
+    PastExchange,
+    Progress,
+    Stored,
+    Usage,
+    VersionConflict,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -125,18 +135,36 @@ class RecordingEngine:
     def __init__(self, *, yielding: bool = False) -> None:
         self.calls: list[EngineCall] = []
         self.searches: list[tuple[str, int]] = []
+        self.progress: list[Progress | None] = []
         self.yielding = yielding
+        #: Answered (or raised) instead of the echo, once each, in order.
+        self.scripted: list[Answer | Exception] = []
         self._echo = EchoEngine()
 
     async def answer(
-        self, question: str, history: Sequence[PastExchange], instructions: str | None = None
+        self,
+        question: str,
+        history: Sequence[PastExchange],
+        instructions: str | None = None,
+        *,
+        progress: Progress | None = None,
     ) -> Answer:
         self.calls.append(
             EngineCall(question, tuple(Exchange(h.question, h.answer) for h in history), instructions)
         )
+        self.progress.append(progress)
         if self.yielding:
             await anyio.lowlevel.checkpoint()
+        if self.scripted:
+            scripted = self.scripted.pop(0)
+            if isinstance(scripted, Exception):
+                raise scripted
+            return scripted
         return await self._echo.answer(question, history, instructions)
+
+    async def fetch(self, source: str, max_chars: int) -> Document | None:
+        text = "Whole guide text."
+        return Document(source, "Guide", text[:max_chars], len(text)) if source == "guide.md" else None
 
     async def search(self, text: str, max_results: int) -> list[Passage]:
         self.searches.append((text, max_results))
@@ -653,3 +681,76 @@ async def test_search_passes_valid_requests_to_the_engine(
 async def test_search_default_asks_for_five_results(service: AskService, engine: RecordingEngine) -> None:
     await service.search("anvil")
     assert engine.searches == [("anvil", 5)]
+
+
+async def test_model_usage_is_returned_stored_with_the_turn_and_replayed(
+    service: AskService, engine: RecordingEngine, memory: MemoryStore
+) -> None:
+    engine.scripted.append(Answer("Modelled.", usage=Usage(120, 30)))
+    request = AskRequest("q", "c-usage", client_request_id="r-1")
+    result = await service.ask(ALICE, request)
+    assert result.usage == Usage(120, 30)
+    stored = await read(memory, ALICE.oid, "c-usage")
+    assert (stored.turns[0].input_tokens, stored.turns[0].output_tokens) == (120, 30)
+    replay = await service.ask(ALICE, request)
+    assert replay.note is not None and replay.note.startswith("Replayed")
+    assert replay.usage == Usage(120, 30)
+
+
+async def test_turns_the_engine_could_not_fit_are_condensed_and_noted(
+    service: AskService, engine: RecordingEngine
+) -> None:
+    for question in ("one", "two"):
+        await service.ask(ALICE, AskRequest(question, "c-fit"))
+    engine.scripted.append(Answer("Short of room.", history_left_out=2))
+    result = await service.ask(ALICE, AskRequest("three", "c-fit"))
+    assert result.condensed is True
+    assert result.note is not None
+    assert "The 2 earliest turns did not fit in the answer engine's context" in result.note
+    assert result.turn == 3, "nothing is dropped from storage for it"
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [Unavailable("The language model is busy; retry in 3 s.", retry_after=3), EngineFailed("failed")],
+)
+async def test_a_failed_answer_stores_nothing_and_changes_nothing(
+    service: AskService,
+    engine: RecordingEngine,
+    store: CountingStore,
+    memory: MemoryStore,
+    failure: Exception,
+) -> None:
+    await service.ask(ALICE, AskRequest("first", "c-fail"))
+    before = await read(memory, ALICE.oid, "c-fail")
+    writes = store.calls["create"] + store.calls["replace"]
+    engine.scripted.append(failure)
+    with pytest.raises(type(failure)):
+        await service.ask(ALICE, AskRequest("second", "c-fail"))
+    engine.scripted.append(failure)
+    with pytest.raises(type(failure)):
+        await service.ask(ALICE, AskRequest("first of another", "c-fail-new"))
+    assert store.calls["create"] + store.calls["replace"] == writes
+    assert await read(memory, ALICE.oid, "c-fail") == before
+    assert await memory.get(ALICE.oid, "c-fail-new") is None
+
+
+async def test_progress_reaches_the_engine_one_shot_and_in_a_conversation(
+    service: AskService, engine: RecordingEngine
+) -> None:
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        return None
+
+    await service.ask(ALICE, AskRequest("q"), progress=progress)
+    await service.ask(ALICE, AskRequest("q", "c-progress"), progress=progress)
+    await service.ask(ALICE, AskRequest("q", "c-progress"))
+    assert engine.progress == [progress, progress, None]
+
+
+async def test_fetch_returns_a_known_source_and_refuses_others(service: AskService) -> None:
+    document = await service.fetch("guide.md", 5)
+    assert (document.text, document.total_chars, document.truncated) == ("Whole", 17, True)
+    with pytest.raises(NotFound, match=r"No source named 'nope\.md'"):
+        await service.fetch("nope.md")
+    with pytest.raises(InvalidInput, match="maxChars"):
+        await service.fetch("guide.md", 0)

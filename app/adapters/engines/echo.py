@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.ports import Answer, Passage, PastExchange
+from app.ports import Answer, Document, Passage, PastExchange, Progress
 
 
 class EchoEngine:
@@ -13,7 +13,12 @@ class EchoEngine:
     name = "echo"
 
     async def answer(
-        self, question: str, history: Sequence[PastExchange], instructions: str | None = None
+        self,
+        question: str,
+        history: Sequence[PastExchange],
+        instructions: str | None = None,
+        *,
+        progress: Progress | None = None,
     ) -> Answer:
         """`Echo: {question}`, plus the turn and previous question when there is history."""
         text = f"Echo: {question}"
@@ -26,3 +31,7 @@ class EchoEngine:
     async def search(self, text: str, max_results: int) -> list[Passage]:
         """Always empty: the echo engine has no corpus."""
         return []
+
+    async def fetch(self, source: str, max_chars: int) -> Document | None:
+        """Always None: the echo engine has no corpus."""
+        return None

@@ -62,9 +62,22 @@ def _turn_document(t: Turn) -> dict[str, Any]:
         doc["rid"] = t.client_request_id
     if t.request_digest is not None:
         doc["digest"] = t.request_digest
+    if t.input_tokens is not None:
+        doc["tin"] = t.input_tokens
+    if t.output_tokens is not None:
+        doc["tout"] = t.output_tokens
     return doc
 
 
 def _turn_from_document(d: Mapping[str, Any]) -> Turn:
     # Positional: this runs once per stored turn on every read, so it is worth keeping lean.
-    return Turn(int(d["n"]), d["q"], d["a"], float(d["at"]), d.get("rid"), d.get("digest"))
+    return Turn(
+        int(d["n"]),
+        d["q"],
+        d["a"],
+        float(d["at"]),
+        d.get("rid"),
+        d.get("digest"),
+        d.get("tin"),
+        d.get("tout"),
+    )
