@@ -14,6 +14,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from app.api.schemas import (
+    UNENCODABLE_TEXT,
     AskInput,
     AskOutput,
     ConversationOutput,
@@ -110,6 +111,8 @@ def describe_invalid_arguments(operation: str, error: ValidationError) -> str:
             message = CONVERSATION_ID_RULE
         elif item["type"] == "string_pattern_mismatch" and where == "clientRequestId":
             message = CLIENT_REQUEST_ID_RULE
+        elif item["type"] in ("string_unicode", "unencodable_text"):
+            message = UNENCODABLE_TEXT
         elif item["type"] == "extra_forbidden":
             message = "not an argument of this operation; remove it"
         else:

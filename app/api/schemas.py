@@ -12,7 +12,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from app.domain.ask import MAX_FETCH_CHARS, MAX_SEARCH_RESULTS, AskResult
 from app.domain.conversation import (
@@ -25,11 +26,27 @@ from app.domain.conversation import (
 from app.domain.lifecycle import MAX_LIST_LIMIT, MAX_TITLE_CHARS, MAX_TURNS_LIMIT, StartedConversation
 from app.ports import Document, Passage, Usage
 
+#: How every surface words a text argument that is not valid Unicode.
+UNENCODABLE_TEXT = "contains text that is not valid Unicode (an unpaired surrogate): send valid Unicode text"
+
 
 class Arguments(BaseModel):
-    """Base of every argument model: wire names only, and an unknown argument is refused."""
+    """Base of every argument model: wire names only, an unknown argument is refused, and so is
+    text that cannot be stored (an unpaired UTF-16 surrogate, which JSON can carry but UTF-8
+    cannot)."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _storable_text(cls, value: Any) -> Any:
+        # Constrained strings are refused by pydantic itself (`string_unicode`); this covers the rest.
+        if isinstance(value, str):
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                raise PydanticCustomError("unencodable_text", UNENCODABLE_TEXT) from None
+        return value
 
 
 def conversation_id_field(description: str) -> Any:

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.domain.principal import Principal
-from app.errors import AuthError, Unavailable, error_response, problem_response
+from app.errors import AuthError, InvalidInput, Unavailable, error_response, problem_response
 from app.ports import Verifier
 from app.runtime import runtime_of
 
@@ -44,12 +44,20 @@ class BearerAuthMiddleware:
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
+        credentials = Headers(scope=scope).getlist("authorization")
+        if len(credentials) > 1:
+            # A proxy that reads another of them would disagree with Anvil about who is calling.
+            refusal = InvalidInput(
+                f"The request carries {len(credentials)} Authorization headers: send exactly one."
+            )
+            await error_response(refusal)(scope, receive, send)
+            return
         verifier = runtime_of(scope).verifier
         if verifier is None:
             state["principal"] = None
             await self.app(scope, receive, send)
             return
-        authorization = Headers(scope=scope).get("authorization")
+        authorization = credentials[0] if credentials else None
         try:
             state["principal"] = await self._verify(authorization, verifier)
         except AuthError as error:

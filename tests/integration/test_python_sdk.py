@@ -48,6 +48,7 @@ async def test_two_asks_with_one_id_continue_the_conversation(dev_server: AnvilS
         "turn": 1,
         "condensed": False,
         "sources": [],
+        "usage": None,
     }
     assert second["turn"] == 2 and second["created"] is False
     assert "previous question: What is Anvil?" in second["answer"]
@@ -67,6 +68,7 @@ async def test_tools_are_listed_with_output_schemas(dev_server: AnvilServer, mod
     assert set(tools) == {
         "ask",
         "search",
+        "fetch",
         "start_conversation",
         "list_conversations",
         "get_conversation",
@@ -86,6 +88,7 @@ async def test_tools_are_listed_with_output_schemas(dev_server: AnvilServer, mod
     assert "conversationId" in (ask.description or "") and "30 days" in (ask.description or "")
     assert tools["search"].output_schema is not None
     assert set(tools["search"].input_schema["properties"]) == {"searchText", "maxResults"}
+    assert set(tools["fetch"].input_schema["properties"]) == {"source", "maxChars"}
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -16,7 +16,7 @@ from app.adapters.stores.codec import to_document
 from app.adapters.stores.memory import MemoryStore
 from app.domain.ask import AskRequest, AskService, HistoryLimits
 from app.domain.principal import Principal
-from app.ports import Answer, Exchange, Passage
+from app.ports import Answer, Document, Exchange, Passage, Progress
 
 pytestmark = pytest.mark.anyio
 
@@ -64,12 +64,20 @@ class SameShapeEngine:
     name = "same-shape"
 
     async def answer(
-        self, question: str, history: Sequence[Exchange], instructions: str | None = None
+        self,
+        question: str,
+        history: Sequence[Exchange],
+        instructions: str | None = None,
+        *,
+        progress: Progress | None = None,
     ) -> Answer:
         return Answer(f"The answer to {question!r} is 42.")
 
     async def search(self, text: str, max_results: int) -> list[Passage]:
         return []
+
+    async def fetch(self, source: str, max_chars: int) -> Document | None:
+        return None
 
 
 async def test_the_stored_item_at_turn_500_is_no_larger_than_at_turn_50() -> None:

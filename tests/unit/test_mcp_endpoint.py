@@ -181,10 +181,16 @@ def modern(request: dict[str, Any], **meta: Any) -> tuple[dict[str, Any], dict[s
 
 
 PLAIN_MODERN: dict[str, tuple[Any, Headers]] = {name: modern(request) for name, request in REQUESTS.items()}
-PLAIN_MODERN["with client info and a progress token"] = modern(
+_WITH_TOKEN, _WITH_TOKEN_HEADERS = modern(
     call("ask", {"question": "q"}),
     **{"io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}},
     progressToken="p-1",
+)
+# A client that reads SSE gets its progress on a stream, from the SDK; one that reads only JSON
+# gets no progress, and the plain answer.
+PLAIN_MODERN["with client info and a progress token, JSON only"] = (
+    _WITH_TOKEN,
+    {**_WITH_TOKEN_HEADERS, "Accept": "application/json"},
 )
 ASK, ASK_HEADERS = modern(call("ask", {"question": "q"}))
 PLAIN_MODERN["another header twice"] = (ASK, [*ASK_HEADERS.items(), ("X-Trace", "1"), ("X-Trace", "2")])

@@ -54,6 +54,7 @@ async def test_every_mcp_operation_is_a_tool_and_delete_all_is_rest_only(http: h
     assert set(listed) == {
         "ask",
         "search",
+        "fetch",
         "start_conversation",
         "list_conversations",
         "get_conversation",
@@ -67,6 +68,7 @@ EXPECTED_HINTS = {
     "ask": (False, False, False),
     "start_conversation": (False, False, False),
     "search": (True, False, True),
+    "fetch": (True, False, True),
     "list_conversations": (True, False, True),
     "get_conversation": (True, False, True),
     "delete_conversation": (False, True, True),

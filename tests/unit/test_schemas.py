@@ -37,5 +37,6 @@ def test_ask_content_carries_every_field_with_scores_rounded() -> None:
             {"source": "docs/a.md", "heading": "Heading", "score": 12.3457},
             {"source": "docs/b.md", "heading": "Other", "score": 0.0},
         ],
+        "usage": None,
     }
     assert AskOutput.of(RESULTS["one-shot"]).model_dump(mode="json")["conversationId"] is None
