@@ -14,7 +14,9 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI
+from starlette.datastructures import State
 from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import app
 from app.adapters.auth.setup import open_auth, protected_resource_metadata
@@ -105,6 +107,28 @@ async def open_runtime(settings: Settings, stack: AsyncExitStack) -> Runtime:
     )
 
 
+class StartupFailures:
+    """ASGI middleware: a failed start-up is reported to the server as one line naming the cause
+    (`Anvil cannot start: ...`) instead of the traceback Starlette sends."""
+
+    def __init__(self, app: ASGIApp, *, state: State) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def report(message: Message) -> None:
+            cause = getattr(self.state, "startup_failure", None)
+            if message["type"] == "lifespan.startup.failed" and cause:
+                message = {**message, "message": f"Anvil cannot start: {cause}"}
+            await send(message)
+
+        await self.app(scope, receive, report)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build Anvil for `settings` (read from the environment when omitted).
 
@@ -120,7 +144,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
-            runtime = await open_runtime(settings, stack)
+            try:
+                runtime = await open_runtime(settings, stack)
+            except Exception as error:
+                # Said in one line by `StartupFailures`: a configuration or storage problem, which
+                # the operator fixes from the message, not from a traceback.
+                api.state.startup_failure = " ".join(str(error).split()) or type(error).__name__
+                raise
             await stack.enter_async_context(manager.run())
             await stack.enter_async_context(streaming.run())
             logger.info(
@@ -154,6 +184,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_body_bytes=settings.max_body_bytes,
     )
     install_problem_handlers(api)
+    api.add_middleware(StartupFailures, state=api.state)
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:

@@ -1,13 +1,16 @@
 """Input a client should not send, refused clearly by a real `anvil serve`: unpaired surrogates
-in any text argument, and two Authorization headers."""
+in any text argument, and two Authorization headers; and a data folder it cannot use."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
-from support.anvil_server import AnvilServer
+from support.anvil_server import AnvilServer, anvil_command, free_port
 
 #: A JSON text with a lone high surrogate escaped: valid JSON, not valid Unicode.
 LONE = "\\ud800"
@@ -93,3 +96,20 @@ def test_two_authorization_headers_are_refused(dev_server: AnvilServer, path: st
     assert response.headers["content-type"] == "application/problem+json"
     assert response.json()["detail"] == "The request carries 2 Authorization headers: send exactly one."
     assert token not in response.text
+
+
+def test_an_unusable_data_folder_stops_start_up_with_one_line(tmp_path: Path) -> None:
+    (tmp_path / "data").write_text("a file, not a folder")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
+    env |= {"ANVIL_DATA_DIR": str(tmp_path / "data"), "ANVIL_PORT": str(free_port())}
+    ran = subprocess.run(
+        [*anvil_command(), "serve"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert ran.returncode != 0
+    output = ran.stdout + ran.stderr
+    assert "Traceback" not in output
+    (reason,) = [line for line in output.splitlines() if "Anvil cannot start" in line]
+    assert reason.endswith(
+        f"the data folder {tmp_path / 'data'} cannot be used (File exists): "
+        "set ANVIL_DATA_DIR to a folder Anvil can write to"
+    )

@@ -467,3 +467,60 @@ async def test_the_decoded_conversations_are_bounded(
     for n in reversed(range(5)):
         assert await store.get("oid-1", f"c-{n}") is not None
     assert len(decodes) == 2  # the two written first were forgotten
+
+
+def fill(clock: Clock, count: int = 40) -> list[Conversation]:
+    """Conversations big enough to spread over many pages of the file."""
+    return [
+        conversation(clock, f"conv-{n:03d}", turns=(Turn(1, "q" * 3000, "a" * 3000, clock.now),))
+        for n in range(count)
+    ]
+
+
+def damage(path: Path) -> None:
+    """Overwrite every page but the first (the schema) with garbage, as a failing disk might."""
+    with raw(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    with path.open("r+b") as file:
+        size = file.seek(0, 2)
+        file.seek(page_size)
+        file.write(b"\xa5" * (size - page_size))
+
+
+async def test_a_damaged_file_is_an_outage_and_readiness_says_so(path: Path, clock: Clock) -> None:
+    store = await SqliteStore.open(path, clock)
+    try:
+        for item in fill(clock):
+            await store.create(item)
+        damage(path)
+        # Another writer touches the file, so the store's connection drops the pages it cached.
+        with raw(path) as db:
+            db.execute("CREATE TABLE touched (x)")
+        with pytest.raises(Unavailable) as refused:
+            await store.list("oid-1", "tenant-1", limit=50)
+        assert refused.value.retry_after == 30.0
+        with pytest.raises(Unavailable, match="damaged"):
+            await store.check()
+    finally:
+        await store.aclose()
+
+
+async def test_a_damaged_file_is_refused_at_start_up_in_one_line(path: Path, clock: Clock) -> None:
+    store = await SqliteStore.open(path, clock)
+    for item in fill(clock):
+        await store.create(item)
+    await store.aclose()
+    damage(path)
+    with pytest.raises(sqlite_module.StartupError) as refused:
+        await SqliteStore.open(path, clock)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path} is not a usable SQLite database (")
+    assert message.endswith("restore it from a backup, or move it away to start with no conversations")
+
+
+async def test_a_data_folder_that_is_a_file_is_refused_in_one_line(tmp_path: Path, clock: Clock) -> None:
+    (tmp_path / "data").write_text("not a folder")
+    with pytest.raises(sqlite_module.StartupError, match="set ANVIL_DATA_DIR to a folder Anvil can write to"):
+        await SqliteStore.open(tmp_path / "data" / "conversations.sqlite3", clock)

@@ -9,6 +9,7 @@ thread of the store's own (`worker.py`), one call at a time on the store's one c
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections import OrderedDict
@@ -27,6 +28,8 @@ from app.errors import Unavailable
 from app.ports import Stored, VersionConflict
 
 _T = TypeVar("_T")
+
+logger = logging.getLogger(__name__)
 
 #: Seconds a statement waits for another process's write lock before giving up.
 BUSY_TIMEOUT = 5.0
@@ -134,6 +137,8 @@ class SqliteStore:
         # Only read and set on the worker thread, so a call never finds the connection closed
         # under it.
         self._closed = False
+        #: Set by a database error other than "busy": readiness then checks the file's pages.
+        self._damaged = False
         # The conversations this process last read or wrote, decoded, by key. A read whose row
         # still has the same version and update time gets this value instead of the document:
         # decoding a 50-turn document is about 35 µs, and a 2026-07-28 turn with history
@@ -146,8 +151,8 @@ class SqliteStore:
     async def open(cls, path: Path, clock: Callable[[], float] = time.time) -> SqliteStore:
         """Open (creating if needed) the database at `path`, its parent directory and schema.
 
-        Raises `RuntimeError` if the file holds conversations in a layout this version does
-        not read.
+        Raises `StartupError` if the folder cannot hold the file, or the file is damaged or
+        holds conversations in a layout this version does not read.
         """
         worker = Worker("anvil-sqlite")
         try:
@@ -243,8 +248,15 @@ class SqliteStore:
         return await self._run(work)
 
     async def check(self) -> None:
-        """Raise `Unavailable` unless the database answers a trivial query."""
-        await self._run(lambda db: db.execute("SELECT 1").fetchone())
+        """Raise `Unavailable` unless the database answers; after a database error, unless its
+        pages pass SQLite's quick check again (so readiness stays down while the file is damaged)."""
+        if not self._damaged:
+            await self._run(lambda db: db.execute("SELECT 1").fetchone())
+            return
+        verdict = await self._run(lambda db: db.execute("PRAGMA quick_check(1)").fetchone())
+        if verdict is None or verdict[0] != "ok":
+            raise Unavailable("The conversation store's database file is damaged.")
+        self._damaged = False
 
     async def aclose(self) -> None:
         """Close the connection once the calls already waiting for it are done; later calls raise.
@@ -280,6 +292,14 @@ class SqliteStore:
             raise Unavailable(
                 "The conversation store is busy or unavailable; retry shortly.", retry_after=1.0
             ) from exc
+        except sqlite3.DatabaseError as exc:
+            # A damaged file ("database disk image is malformed"): an outage until it is
+            # restored, never a crash of the request. Readiness reports it from now on.
+            self._damaged = True
+            logger.error("The SQLite conversation store failed: %s", exc)
+            raise Unavailable(
+                "The conversation store is unavailable; retry later.", retry_after=30.0
+            ) from exc
 
     async def _write(self, c: Conversation, statement: str, params: tuple[object, ...]) -> str:
         """Run one guarded write of `c` (and the purge when due); its ETag, or `VersionConflict`."""
@@ -311,8 +331,29 @@ class SqliteStore:
         return True
 
 
+class StartupError(RuntimeError):
+    """The store cannot start; the message says why in one line, and what to do."""
+
+
 def _connect(path: Path) -> sqlite3.Connection:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StartupError(
+            f"the data folder {path.parent} cannot be used ({error.strerror or error}): "
+            "set ANVIL_DATA_DIR to a folder Anvil can write to"
+        ) from None
+    try:
+        return _open_database(path)
+    except sqlite3.DatabaseError as error:
+        raise StartupError(
+            f"{path} is not a usable SQLite database ({' '.join(str(error).split())}): restore it "
+            "from a backup, or move "
+            "it away to start with no conversations"
+        ) from None
+
+
+def _open_database(path: Path) -> sqlite3.Connection:
     # isolation_level=None: autocommit, so each single-statement write commits at once and never
     # holds the write lock between calls. Calls come from whichever worker thread is free, one
     # at a time (the store's limiter), hence check_same_thread=False.
@@ -322,6 +363,12 @@ def _connect(path: Path) -> sqlite3.Connection:
         # Safe with WAL (a crash loses at most the last commits, never corrupts) and much faster.
         connection.execute("PRAGMA synchronous=NORMAL")
         _create_schema(connection, path)
+        # Reads every page once: a damaged file is refused here rather than failing requests.
+        verdict = connection.execute("PRAGMA quick_check(1)").fetchone()
+        if verdict is None or verdict[0] != "ok":
+            raise sqlite3.DatabaseError(
+                f"its integrity check failed: {verdict[0] if verdict else 'no answer'}"
+            )
     except BaseException:
         connection.close()
         raise
@@ -338,7 +385,7 @@ def _create_schema(db: sqlite3.Connection, path: Path) -> None:
         db.execute(_TABLE)
         columns = tuple(row[1] for row in db.execute("PRAGMA table_info(conversations)"))
         if columns != COLUMNS:
-            raise RuntimeError(
+            raise StartupError(
                 f"{path} holds conversations in a layout this version of Anvil does not read; "
                 "move the file away (a new one is created in its place) and start again."
             )
