@@ -1,21 +1,38 @@
-"""An answer engine that ranks corpus passages with BM25 and quotes the best one, citing it."""
+"""An answer engine that ranks corpus passages with BM25 and answers from the best ones, citing them.
+
+Ranking adds three BM25 scores: the passage's text, its headings (with the file's name), and
+its whole file, so that a section titled after the question, in a file about it, wins over a
+passing mention. A question whose informative words the best passage does not hold (most of its
+weight falls on words the corpus lacks) is refused with `NO_MATCH_ANSWER` and no sources.
+"""
 
 from __future__ import annotations
 
-import functools
-import logging
 import re
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from app.adapters.engines.corpus import CorpusPassage, load_corpus
-from app.ports import Answer, Passage, PastExchange
+import numpy as np
 
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
+from app.adapters.engines.corpus import (
+    CorpusFile,
+    CorpusPassage,
+    file_passages,
+    read_corpus,
+    split_blocks,
+)
+from app.adapters.engines.rank_index import Bm25Index, Scores, TermSets, top
+from app.adapters.engines.text_compose import Excerpt, Unit, choose, fit, shorten, units_of
+from app.adapters.engines.text_tokens import split_compound, tokenize, words
+from app.ports import Answer, Document, Passage, PastExchange, Progress
+
+__all__ = [
+    "MAX_ANSWER_CHARS",
+    "NO_MATCH_ANSWER",
+    "RetrievalEngine",
+    "looks_like_follow_up",
+    "tokenize",
+]
 
 #: The composed answer never grows beyond this many characters.
 MAX_ANSWER_CHARS = 1500
@@ -25,113 +42,92 @@ NO_MATCH_ANSWER = (
     "Try rephrasing it, for example with the name of the feature or setting you mean."
 )
 
-_WORD = re.compile(r"[^\W_]+")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_LINE_UNIT = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s|^\s{4}|^\s*\|")
+#: How much the heading field and the whole-file field count next to the passage's text.
+HEADING_WEIGHT = 1.5
+FILE_WEIGHT = 0.3
+#: Share of the question's informative weight (IDF) the best passage must hold to be an answer.
+MIN_COVERAGE = 0.5
+MIN_SHARED_COVERAGE = 0.2
+#: How much a borrowed term (from the question before a follow-up) counts next to its own.
+BORROWED_WEIGHT = 0.5
+#: How far (a share of the best score) a heading that repeats the question word for word is lifted.
+EXACT_HEADING_LIFT = 0.5
+#: Scores are multiplied by the share of the query's IDF a passage holds, to this power.
+COVERAGE_EXPONENT = 0.5
 
-# Kept small on purpose: words like "long" or "keep" carry meaning in questions about storage.
-_STOPWORD_TEXT = """
-a about all also an and any are as at be been but by can could did do does doing for from had has
-have how i if in into is it its just me more my no not of on or our should so some such than that
-the their them then there these they this those to us was we were what when where which while who
-whom why will with would you your
-"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-# Pronouns anywhere, or a leading "and"/"also"/"more", mark a question that leans on the last one.
-_REFERRING = frozenset({"it", "its", "that", "this", "these", "they", "them", "those", "there"})
-_CONTINUING = frozenset({"and", "also", "more"})
-_SHORT_QUESTION_TERMS = 3
+# Pronouns anywhere, or a leading "and"/"also"/"what about", mark a question that leans on the
+# last one; so does a question of one or two content words.
+_REFERRING = frozenset({"it", "its", "that", "this", "these", "they", "them", "those"})
+_CONTINUING = frozenset({"and", "also", "more", "but"})
+_ELLIPTIC = (("what", "about"), ("how", "about"), ("what", "if"))
+_SHORT_QUESTION_TERMS = 2
 _SEE_ALSO = 2
-_MAX_EXCERPT_SENTENCES = 3
-
-
-def tokenize(text: str) -> list[str]:
-    """Lowercased, stemmed content words of `text`; the index and every query use exactly this."""
-    return [_stem(word) for word in _WORD.findall(text.lower()) if word not in _STOPWORDS]
-
-
-# A corpus has a few thousand distinct words, each occurring many times: stem each once.
-@functools.lru_cache(maxsize=16_384)
-def _stem(word: str) -> str:
-    """A light suffix stripper: enough for "configured", "configures" and "configure" to meet."""
-    if len(word) > 4 and word.endswith("ies"):
-        word = word[:-3] + "y"
-    elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    for suffix in ("ing", "ed"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            word = word[: -len(suffix)]
-            # "stopped" -> "stopp" -> "stop", so it meets "stop".
-            if word[-1] == word[-2] and word[-1] not in "aeiouls":
-                word = word[:-1]
-            break
-    if len(word) > 3 and word.endswith("e"):
-        word = word[:-1]
-    return word
+_SEE_ALSO_SHARE = 0.3
+_FOLLOW_UP_DEPTH = 3
+_SECOND_SHARE = 0.25
+_SECOND_SCORE = 0.6
+_COVERAGE_DEPTH = 3
 
 
 def looks_like_follow_up(question: str) -> bool:
-    """Whether `question` probably refers back to the previous one (short, or "it", "and ...")."""
-    words = _WORD.findall(question.lower())
-    if not words:
+    """Whether `question` leans on the previous one: a pronoun ("it", "them"), an elliptic start
+    ("and ...", "what about ..."), or too few content words to stand alone."""
+    found = words(question)
+    if not found:
         return True
     return (
-        len(tokenize(question)) <= _SHORT_QUESTION_TERMS
-        or words[0] in _CONTINUING
-        or any(word in _REFERRING for word in words)
+        found[0] in _CONTINUING
+        or tuple(found[:2]) in _ELLIPTIC
+        or any(word in _REFERRING for word in found)
+        or len(tokenize(question)) <= _SHORT_QUESTION_TERMS
     )
 
 
-class _Bm25Index:
-    """A typed face over a bm25s retriever, which ships without type hints."""
-
-    def __init__(self, documents: list[list[str]]) -> None:
-        # Imported here: bm25s pulls in numpy and scipy, which is start-up work, not import work.
-        import bm25s
-
-        # bm25s pins its logger at DEBUG on import; let it follow the level Anvil is configured with.
-        logging.getLogger("bm25s").setLevel(logging.NOTSET)
-        retriever = bm25s.BM25()
-        retriever.index(documents, show_progress=False)
-        self._vocabulary: dict[str, int] = dict(retriever.vocab_dict)
-        self._scores: Callable[[list[str]], npt.NDArray[np.float32]] = retriever.get_scores
-
-    def top(self, query: list[str], k: int) -> list[tuple[int, float]]:
-        """Up to `k` (document number, score) pairs with a positive score, best first."""
-        import numpy as np
-
-        known = [token for token in query if token in self._vocabulary]
-        if not known or k <= 0:
-            return []
-        scores = self._scores(known)
-        # A stable sort keeps ties in corpus order, so equal queries give equal answers.
-        order = np.argsort(-scores, kind="stable")[:k]
-        return [(int(i), float(scores[i])) for i in order if scores[i] > 0]
-
-
 class RetrievalEngine:
-    """Answers from a Markdown corpus: BM25 over heading-level passages, with cited quotes.
+    """Answers from a Markdown corpus: BM25 over heading-level passages, with cited excerpts.
 
     Build one with `build` (from a directory) or `from_passages`; queries run inline and are fast.
     """
 
     name = "retrieval"
 
-    def __init__(self, passages: tuple[CorpusPassage, ...], index: _Bm25Index | None) -> None:
+    def __init__(self, passages: tuple[CorpusPassage, ...], files: Mapping[str, CorpusFile]) -> None:
         self._passages = passages
-        self._index = index
+        self._files = dict(files)
+        sources = list(dict.fromkeys(p.source for p in passages))
+        headings = [tokenize(p.heading) for p in passages]
+        bodies = [_body_tokens(p.text) for p in passages]
+        vocabulary = {t for tokens in bodies for t in tokens} | {t for tokens in headings for t in tokens}
+        names = {source: _name_tokens(source, vocabulary) for source in sources}
+        for heading, passage in zip(headings, passages, strict=True):
+            if passage.heading == passage.source.rsplit("/", 1)[-1]:
+                heading.extend(names[passage.source])
+        self._body = Bm25Index(bodies)
+        self._heading = Bm25Index(headings)
+        whole: dict[str, list[str]] = {source: list(names[source]) for source in sources}
+        for passage, heading, body in zip(passages, headings, bodies, strict=True):
+            whole[passage.source].extend(heading + body)
+        self._whole = Bm25Index([whole[source] for source in sources])
+        number = {source: n for n, source in enumerate(sources)}
+        self._file_of = np.array([number[p.source] for p in passages], dtype=np.intp)
+        self._terms = [frozenset(h) | frozenset(b) for h, b in zip(headings, bodies, strict=True)]
+        self._holders = TermSets(self._terms)
+        self._by_heading: dict[tuple[str, ...], list[int]] = {}
+        for n, passage in enumerate(passages):
+            self._by_heading.setdefault(tuple(words(passage.heading.rsplit(" > ", 1)[-1])), []).append(n)
+        self._units: dict[int, tuple[Unit, ...]] = {}
 
     @classmethod
     def build(cls, corpus_dir: Path) -> RetrievalEngine:
-        """Load every `*.md` file under `corpus_dir` and index its passages (blocking; run off-loop)."""
-        return cls.from_passages(load_corpus(corpus_dir))
+        """Load every `*.md` and `*.mdx` file under `corpus_dir` and index it (blocking; run off-loop)."""
+        files = read_corpus(corpus_dir)
+        passages = tuple(p for file in files for p in file_passages(file))
+        return cls(passages, {file.source: file for file in files})
 
     @classmethod
     def from_passages(cls, passages: Iterable[CorpusPassage]) -> RetrievalEngine:
-        """Index the given passages; headings are indexed with the text so that they count."""
-        kept = tuple(passages)
-        documents = [tokenize(f"{p.heading}\n{p.text}") for p in kept]
-        return cls(kept, _Bm25Index(documents) if kept else None)
+        """Index the given passages (no files behind them: `fetch` finds nothing)."""
+        return cls(tuple(passages), {})
 
     @property
     def passage_count(self) -> int:
@@ -140,95 +136,190 @@ class RetrievalEngine:
 
     async def search(self, text: str, max_results: int) -> list[Passage]:
         """The passages that best match `text`, best first, at most `max_results` (never zero-score)."""
-        return self._rank(tokenize(text), max_results)
+        query = dict.fromkeys(tokenize(text), 1.0)
+        return [self._passage(n, score) for n, score in self._rank(query, words(text), max_results)]
+
+    async def fetch(self, source: str, max_chars: int) -> Document | None:
+        """The text of corpus file `source` (front matter stripped), cut at a line end to at most
+        `max_chars` characters; None for anything that is not a file of the corpus."""
+        file = self._files.get(source)
+        if file is None:
+            return None
+        text = file.text
+        if len(text) > max_chars:
+            limit = max(max_chars, 0)
+            cut = text.rfind("\n", 0, limit + 1)
+            text = text[: cut if cut > limit // 2 else limit]
+        return Document(source=file.source, title=file.title, text=text, total_chars=len(file.text))
 
     async def answer(
-        self, question: str, history: Sequence[PastExchange], instructions: str | None = None
+        self,
+        question: str,
+        history: Sequence[PastExchange],
+        instructions: str | None = None,
+        *,
+        progress: Progress | None = None,
     ) -> Answer:
-        """Quote the best passage for `question`, citing it, and point at up to two more.
+        """Answer from the best passage for `question`, citing it, and point at up to two more.
 
-        A follow-up ("and how is it configured?") borrows the terms of the previous question, at
-        half the weight of its own. `instructions` do not change the ranking.
+        A follow-up ("and how is it configured?") borrows the terms of the question it follows,
+        at half the weight of its own; a standalone question ignores history. A question the
+        corpus does not cover is refused with `NO_MATCH_ANSWER` and no sources. `instructions`
+        and `progress` do not change anything.
         """
-        query = self._query(question, history)
-        # Rank a few extra so that chunks of an already cited section can be skipped.
-        ranked = self._rank(query, 1 + _SEE_ALSO * 3)
-        if not ranked:
-            return Answer(text=NO_MATCH_ANSWER)
-        best, used = ranked[0], [ranked[0]]
-        for passage in ranked[1:]:
-            if len(used) > _SEE_ALSO:
-                break
-            if all((passage.source, passage.heading) != (p.source, p.heading) for p in used):
-                used.append(passage)
-
-        lead = f"According to {_cite(best)}: "
-        see_also = ", ".join(_cite(p) for p in used[1:])
-        tail = f"\n\nSee also: {see_also}" if see_also else ""
-        excerpt = _excerpt(best.text, Counter(query), MAX_ANSWER_CHARS - len(lead) - len(tail))
-        return Answer(text=_shorten(lead + excerpt + tail, MAX_ANSWER_CHARS), sources=tuple(used))
-
-    def _query(self, question: str, history: Sequence[PastExchange]) -> list[str]:
-        """The question's terms, plus the previous question's when this one leans on it."""
-        terms = tokenize(question)
+        own = tokenize(question)
+        query = dict.fromkeys(own, 1.0)
         if history and looks_like_follow_up(question):
-            # Doubling the current terms keeps them in charge; the earlier ones only add context.
-            return terms * 2 + tokenize(history[-1].question)
-        return terms
+            for term, weight in _borrowed(history).items():
+                query.setdefault(term, weight)
+        ranked = self._rank(query, words(question), 1 + _SEE_ALSO * 3)
+        if not ranked or not self._covers(ranked, own):
+            return Answer(text=NO_MATCH_ANSWER)
 
-    def _rank(self, query: list[str], max_results: int) -> list[Passage]:
-        if self._index is None:
+        weights = {term: self._body.idf(term) * times for term, times in query.items()}
+        excerpt = choose(self._units_of(ranked[0][0]), weights)
+        second = self._second(ranked, excerpt, own)
+        used = [self._passage(*ranked[0])]
+        if second is not None:
+            used.append(self._passage(*ranked[second[0]]))
+        floor = ranked[0][1] * _SEE_ALSO_SHARE
+        for n, score in ranked[1:]:
+            if len(used) > _SEE_ALSO or score < floor:
+                break
+            passage = self._passages[n]
+            if all((passage.source, passage.heading) != (p.source, p.heading) for p in used):
+                used.append(self._passage(n, score))
+
+        see_also = used[2:] if second is not None else used[1:]
+        tail = f"\n\nSee also: {', '.join(_cite(p) for p in see_also)}" if see_also else ""
+        lead = f"According to {_cite(used[0])}: "
+        also = ""
+        if second is not None:
+            room = (MAX_ANSWER_CHARS - len(lead) - len(tail)) // 3
+            also = f"\n\nAlso, from {_cite(used[1])}: {second[1].render()}"
+            if len(also) > room:
+                also = ""
+                del used[1]
+        body = fit(excerpt, MAX_ANSWER_CHARS - len(lead) - len(also) - len(tail), weights)
+        if not body:
+            lead = f"See {_cite(used[0])}."
+        elif body.startswith(("- ", "```", "~~~")):
+            lead = lead.rstrip() + "\n"
+        return Answer(text=shorten(lead + body + also + tail, MAX_ANSWER_CHARS), sources=tuple(used))
+
+    def _rank(self, query: Mapping[str, float], phrase: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """Up to `k` (passage number, score) pairs with a positive score, best first.
+
+        A passage whose own heading says exactly what the question says (`phrase`, its words)
+        is lifted above the rest.
+        """
+        if not self._passages or not query or k <= 0:
             return []
-        ranked: list[Passage] = []
-        for i, score in self._index.top(query, max_results):
-            found = self._passages[i]
-            ranked.append(Passage(source=found.source, heading=found.heading, text=found.text, score=score))
-        return ranked
+        scores: Scores = np.zeros(len(self._passages), dtype=np.float64)
+        self._body.add_scores(scores, query)
+        self._heading.add_scores(scores, query, HEADING_WEIGHT)
+        whole = self._whole.scores(query)
+        scores += FILE_WEIGHT * whole[self._file_of]
+        informative = {term: self._body.idf(term) * weight for term, weight in query.items()}
+        share = self._holders.coverage(informative) / sum(informative.values())
+        scores *= share**COVERAGE_EXPONENT
+        exact = self._by_heading.get(tuple(phrase))
+        if exact:
+            lift = EXACT_HEADING_LIFT * float(scores.max())
+            for n in exact:
+                if scores[n] > 0:
+                    scores[n] += lift
+        return [(n, float(scores[n])) for n in top(scores, k)]
+
+    def _covers(self, ranked: Sequence[tuple[int, float]], own: Sequence[str]) -> bool:
+        """Whether one of the top passages holds enough of the question's own informative weight.
+
+        Enough is `MIN_COVERAGE` of the IDF of the question's distinct terms (a term the corpus
+        lacks weighs most), or `MIN_SHARED_COVERAGE` when at least two of them meet in the passage.
+        """
+        distinct = set(own)
+        if not distinct:
+            return True
+        idf = {term: self._body.idf(term) for term in distinct}
+        total = sum(idf.values())
+        for n, _ in ranked[:_COVERAGE_DEPTH]:
+            held = [term for term in distinct if term in self._terms[n]]
+            share = sum(idf[term] for term in held) / total
+            if share >= MIN_COVERAGE or (len(held) >= 2 and share >= MIN_SHARED_COVERAGE):
+                return True
+        return False
+
+    def _second(
+        self, ranked: Sequence[tuple[int, float]], excerpt: Excerpt, own: Sequence[str]
+    ) -> tuple[int, Excerpt] | None:
+        """The next passage worth quoting too: close behind the best one, from another section,
+        with a sentence holding much of the question's weight that the first excerpt misses."""
+        weights = {term: self._body.idf(term) for term in own}
+        if len(weights) < 2:
+            return None
+        missing = {t: w for t, w in weights.items() if t not in excerpt.covered}
+        enough = _SECOND_SHARE * sum(weights.values())
+        if sum(missing.values()) < enough:
+            return None
+        first = self._passages[ranked[0][0]]
+        for position, (n, score) in enumerate(ranked[1:3], start=1):
+            passage = self._passages[n]
+            if (passage.source, passage.heading) == (first.source, first.heading):
+                continue
+            if score < _SECOND_SCORE * ranked[0][1]:
+                return None
+            extra = choose(self._units_of(n), missing, opening=False, limit=1)
+            if sum(missing[t] for t in extra.covered) >= enough:
+                return position, extra
+            return None
+        return None
+
+    def _units_of(self, n: int) -> tuple[Unit, ...]:
+        units = self._units.get(n)
+        if units is None:
+            units = self._units[n] = units_of(self._passages[n].text)
+        return units
+
+    def _passage(self, n: int, score: float) -> Passage:
+        found = self._passages[n]
+        return Passage(source=found.source, heading=found.heading, text=found.text, score=score)
+
+
+def _borrowed(history: Sequence[PastExchange]) -> dict[str, float]:
+    """Terms of the questions a follow-up leans on: the last one, and further back while each
+    was itself a follow-up; each step back counts half as much."""
+    borrowed: dict[str, float] = {}
+    weight = BORROWED_WEIGHT
+    for past in list(reversed(history))[:_FOLLOW_UP_DEPTH]:
+        for term in tokenize(past.question):
+            borrowed.setdefault(term, weight)
+        if not looks_like_follow_up(past.question):
+            break
+        weight /= 2
+    return borrowed
+
+
+def _body_tokens(text: str) -> list[str]:
+    """The terms of a passage's text; a code block counts each of its terms once, so that the
+    names a code sample repeats (`app`, `client`) do not outweigh the prose."""
+    tokens: list[str] = []
+    for block, is_code in split_blocks(text):
+        found = tokenize(block)
+        tokens.extend(dict.fromkeys(found) if is_code else found)
+    return tokens
+
+
+def _name_tokens(source: str, vocabulary: set[str]) -> list[str]:
+    """Terms of a file's name ("static-files.md", "staticfiles.md": "static", "file")."""
+    stem = source.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    found = tokenize(re.sub(r"[-_.]+", " ", stem))
+    for word in words(stem):
+        found.extend(split_compound(word, vocabulary))
+    return found
 
 
 def _cite(passage: Passage) -> str:
+    """`file (heading)`, or the file alone for the text before its first heading."""
+    if passage.heading == passage.source.rsplit("/", 1)[-1]:
+        return passage.source
     return f"{passage.source} ({passage.heading})"
-
-
-def _excerpt(text: str, weights: Counter[str], budget: int) -> str:
-    """The 1-3 sentences of `text` that carry the most query terms, in reading order."""
-    sentences = _sentences(text)
-    if not sentences:
-        return ""
-    scored = [(sum(weights[t] for t in set(tokenize(s))), i) for i, s in enumerate(sentences)]
-    best = max(score for score, _ in scored)
-    if best == 0:
-        # The match was in the heading only: the section's opening is the best summary.
-        chosen = [0]
-    else:
-        # Sentences far weaker than the best one are noise, not support.
-        strong = sorted(
-            (item for item in scored if item[0] * 2 >= best), key=lambda item: (-item[0], item[1])
-        )
-        chosen = [i for _, i in strong[:_MAX_EXCERPT_SENTENCES]]
-    # Drop the weakest picks until the excerpt fits; the strongest is shortened if it alone does not.
-    while len(chosen) > 1 and len(" ".join(sentences[i] for i in sorted(chosen))) > budget:
-        chosen.pop()
-    return _shorten(" ".join(sentences[i] for i in sorted(chosen)), budget)
-
-
-def _sentences(text: str) -> list[str]:
-    """Sentences of prose paragraphs; list items, table rows and code lines count as one each."""
-    units: list[str] = []
-    for paragraph in re.split(r"\n\s*\n", text):
-        lines = [line for line in paragraph.splitlines() if line.strip()]
-        if any(_LINE_UNIT.match(line) for line in lines):
-            units.extend(" ".join(line.split()) for line in lines)
-        else:
-            units.extend(_SENTENCE_END.split(" ".join(" ".join(lines).split())))
-    return [unit for unit in units if unit]
-
-
-def _shorten(text: str, limit: int) -> str:
-    """`text` cut at a word boundary to at most `limit` characters, marked with an ellipsis."""
-    if len(text) <= limit:
-        return text
-    if limit <= 1:
-        return "…"[:limit]
-    cut = text.rfind(" ", 0, limit)
-    return text[: cut if cut > 0 else limit - 1].rstrip() + "…"

@@ -1,0 +1,233 @@
+"""Answer quality: ask a live Anvil a set of questions about a corpus and score the sources it cites.
+
+    .venv/bin/python bench/eval.py --corpus DIR --questions FILE [--url URL --token TOKEN]
+
+Without `--url`, starts `anvil serve` on a free loopback port with `ANVIL_CORPUS_DIR=DIR`, a
+scratch data folder and dev sign-in, and always stops it. With `--url`, asks that server instead
+(`--token`, or a dev token minted from `--data-dir`, signs the conversation turns in).
+
+The questions file holds `single` questions (`q` and the expected `file`), `off_topic` questions
+(a good answer cites nothing) and `follow_ups` (`then` asked right after `first` in the same
+conversation, answered from `file`). Every question goes to `POST /api/ask`:
+
+- `single`: one-shot; hit@1 (the first source is the file) and hit@3 (among the first three).
+- `off_topic`: one-shot, and as the second turn of a fresh conversation whose first turn is an
+  on-topic question; refused when the answer cites no source.
+- `follow_ups`: a fresh conversation per pair; right when the first source of `then` is `file`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT = 60.0
+
+
+@dataclass
+class Scores:
+    """Counts of hits and misses, with one line per miss."""
+
+    hit1: int = 0
+    hit3: int = 0
+    single: int = 0
+    refused_one_shot: int = 0
+    refused_in_conversation: int = 0
+    off_topic: int = 0
+    follow_ups_right: int = 0
+    follow_ups: int = 0
+    misses: list[str] = field(default_factory=list)
+
+
+def free_port() -> int:
+    """A port that was free a moment ago on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def anvil_command() -> list[str]:
+    """The `anvil` script next to this Python, else the module."""
+    script = Path(sys.executable).with_name("anvil")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+
+
+def mint_token(data_dir: Path) -> str:
+    """A dev token for the servers that share `data_dir`."""
+    sys.path.insert(0, str(ROOT))
+    from app.adapters.auth.dev import DevIssuer
+
+    return DevIssuer.load_or_create(data_dir).mint("eval")
+
+
+@contextmanager
+def served(corpus: Path) -> Iterator[tuple[str, str]]:
+    """Run `anvil serve` over `corpus` in a scratch data folder; yields its URL and a token."""
+    with tempfile.TemporaryDirectory(prefix="anvil-eval-") as scratch:
+        data_dir = Path(scratch)
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
+        env.update(
+            {
+                "ANVIL_CORPUS_DIR": str(corpus.resolve()),
+                "ANVIL_DATA_DIR": str(data_dir),
+                "ANVIL_PORT": str(port),
+                "ANVIL_LOG_LEVEL": "warning",
+            }
+        )
+        url = f"http://127.0.0.1:{port}"
+        with (data_dir / "server.log").open("wb") as log:
+            process = subprocess.Popen(
+                [*anvil_command(), "serve"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            wait_until_ready(url, process, data_dir / "server.log")
+            yield url, mint_token(data_dir)
+        finally:
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def wait_until_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Poll `/healthz` until it answers; fail with the server's log if it exits or never does."""
+    deadline = time.monotonic() + START_TIMEOUT
+    with httpx.Client(timeout=2.0) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"anvil serve exited with {process.returncode}:\n{log.read_text()}")
+            try:
+                if client.get(f"{url}/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)  # readiness poll interval
+    raise RuntimeError(f"anvil serve did not become ready in {START_TIMEOUT}s:\n{log.read_text()}")
+
+
+class Asker:
+    """Asks questions over REST, one-shot or within a conversation."""
+
+    def __init__(self, client: httpx.Client, url: str, token: str) -> None:
+        self._client = client
+        self._url = url
+        self._headers = {"Authorization": f"Bearer {token}"}
+
+    def ask(self, question: str, conversation_id: str | None = None) -> dict[str, Any]:
+        """The `ask` envelope for `question`; one-shot unless a conversation is named."""
+        body: dict[str, str] = {"question": question}
+        if conversation_id is not None:
+            body["conversationId"] = conversation_id
+        response = self._client.post(f"{self._url}/api/ask", json=body, headers=self._headers)
+        response.raise_for_status()
+        reply: dict[str, Any] = response.json()
+        return reply
+
+
+def sources(reply: dict[str, Any]) -> list[str]:
+    """The files an answer cites, in order."""
+    return [str(source["source"]) for source in reply.get("sources", [])]
+
+
+def fresh_conversation() -> str:
+    return f"eval-{uuid.uuid4().hex[:16]}"
+
+
+def evaluate(asker: Asker, questions: dict[str, Any]) -> Scores:
+    """Ask every question of the set and count what came back right."""
+    scores = Scores()
+    single = questions.get("single", [])
+    for item in single:
+        cited = sources(asker.ask(item["q"]))
+        scores.single += 1
+        scores.hit1 += bool(cited) and cited[0] == item["file"]
+        scores.hit3 += item["file"] in cited[:3]
+        if not cited or cited[0] != item["file"]:
+            scores.misses.append(f"single     {item['q']!r}: want {item['file']}, got {cited[:3]}")
+    for n, question in enumerate(questions.get("off_topic", [])):
+        scores.off_topic += 1
+        one_shot = sources(asker.ask(question))
+        scores.refused_one_shot += not one_shot
+        if one_shot:
+            scores.misses.append(f"off-topic  {question!r} (one-shot): cited {one_shot[:3]}")
+        conversation = fresh_conversation()
+        if single:
+            asker.ask(single[n % len(single)]["q"], conversation)
+        in_conversation = sources(asker.ask(question, conversation))
+        scores.refused_in_conversation += not in_conversation
+        if in_conversation:
+            scores.misses.append(f"off-topic  {question!r} (turn 2): cited {in_conversation[:3]}")
+    for item in questions.get("follow_ups", []):
+        conversation = fresh_conversation()
+        asker.ask(item["first"], conversation)
+        cited = sources(asker.ask(item["then"], conversation))
+        scores.follow_ups += 1
+        right = bool(cited) and cited[0] == item["file"]
+        scores.follow_ups_right += right
+        if not right:
+            scores.misses.append(
+                f"follow-up  {item['first']!r} -> {item['then']!r}: want {item['file']}, got {cited[:3]}"
+            )
+    return scores
+
+
+def ratio(part: int, whole: int) -> str:
+    return f"{part / whole:.2f} ({part}/{whole})" if whole else "n/a"
+
+
+def report(scores: Scores) -> None:
+    print(f"hit@1                      {ratio(scores.hit1, scores.single)}")
+    print(f"hit@3                      {ratio(scores.hit3, scores.single)}")
+    print(f"off-topic refused one-shot {ratio(scores.refused_one_shot, scores.off_topic)}")
+    print(f"off-topic refused in conv. {ratio(scores.refused_in_conversation, scores.off_topic)}")
+    print(f"follow-ups right           {ratio(scores.follow_ups_right, scores.follow_ups)}")
+    if scores.misses:
+        print("misses:")
+        for miss in scores.misses:
+            print(f"  {miss}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--corpus", type=Path, required=True, help="Markdown folder to answer from")
+    parser.add_argument("--questions", type=Path, required=True, help="JSON question set")
+    parser.add_argument("--url", help="ask this running server instead of starting one")
+    parser.add_argument("--token", help="bearer token for --url (default: minted from --data-dir)")
+    parser.add_argument("--data-dir", type=Path, default=Path(".anvil"), help="data folder of --url's server")
+    args = parser.parse_args()
+    questions = json.loads(args.questions.read_text(encoding="utf-8"))
+    with httpx.Client(timeout=30.0) as client:
+        if args.url:
+            token = args.token or mint_token(args.data_dir)
+            scores = evaluate(Asker(client, args.url.rstrip("/"), token), questions)
+        else:
+            if not args.corpus.is_dir():
+                parser.error(f"--corpus {args.corpus} is not a directory")
+            with served(args.corpus) as (url, token):
+                scores = evaluate(Asker(client, url, token), questions)
+    report(scores)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
