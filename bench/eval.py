@@ -3,7 +3,8 @@
     .venv/bin/python bench/eval.py --corpus DIR --questions FILE [--url URL --token TOKEN]
 
 Without `--url`, starts `anvil serve` on a free loopback port with `ANVIL_CORPUS_DIR=DIR`, a
-scratch data folder and dev sign-in, and always stops it. With `--url`, asks that server instead
+scratch data folder and the other `ANVIL_*` settings of the environment (dev sign-in and the
+embedded engine unless they say otherwise), and always stops it. With `--url`, asks that server instead
 (`--token`, or a dev token minted from `--data-dir`, signs the conversation turns in).
 
 The questions file holds `single` questions (`q` and the expected `file`), `off_topic` questions
@@ -81,7 +82,8 @@ def served(corpus: Path) -> Iterator[tuple[str, str]]:
     with tempfile.TemporaryDirectory(prefix="anvil-eval-") as scratch:
         data_dir = Path(scratch)
         port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
+        # Other ANVIL_* settings pass through, so a language-model engine can be measured too.
+        env = dict(os.environ)
         env.update(
             {
                 "ANVIL_CORPUS_DIR": str(corpus.resolve()),
@@ -137,7 +139,8 @@ class Asker:
         if conversation_id is not None:
             body["conversationId"] = conversation_id
         response = self._client.post(f"{self._url}/api/ask", json=body, headers=self._headers)
-        response.raise_for_status()
+        if response.is_error:
+            raise SystemExit(f"eval: ask {question!r} failed with {response.status_code}: {response.text}")
         reply: dict[str, Any] = response.json()
         return reply
 

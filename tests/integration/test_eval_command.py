@@ -1,0 +1,55 @@
+"""`bench/eval.py`, as docs/answers.md shows it, on a corpus and questions the test writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+QUESTIONS = {
+    "single": [
+        {"q": "How do I water a cactus?", "file": "cactus.md"},
+        {"q": "How often should a fern be misted?", "file": "fern.md"},
+    ],
+    "off_topic": ["Who won the football world cup in 1998?"],
+    "follow_ups": [
+        {"first": "How do I water a cactus?", "then": "And how much light does it need?", "file": "cactus.md"}
+    ],
+}
+
+
+def test_the_evaluation_command_scores_a_corpus(tmp_path: Path) -> None:
+    corpus = tmp_path / "plants"
+    corpus.mkdir()
+    (corpus / "cactus.md").write_text(
+        "# Cactus care\n\n## Watering\n\nWater a cactus once the soil is dry, about every two weeks.\n\n"
+        "## Light\n\nA cactus needs bright light: a south-facing window suits it.\n",
+        encoding="utf-8",
+    )
+    (corpus / "fern.md").write_text(
+        "# Fern care\n\n## Humidity\n\nMist a fern every morning; ferns like humid air.\n", encoding="utf-8"
+    )
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps(QUESTIONS), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
+    ran = subprocess.run(
+        [sys.executable, "bench/eval.py", "--corpus", str(corpus), "--questions", str(questions)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert "hit@1                      1.00 (2/2)" in lines
+    assert "hit@3                      1.00 (2/2)" in lines
+    assert "off-topic refused one-shot 1.00 (1/1)" in lines
+    assert "off-topic refused in conv. 1.00 (1/1)" in lines
+    assert "follow-ups right           1.00 (1/1)" in lines
+    assert "misses:" not in ran.stdout
