@@ -354,6 +354,20 @@ class TurnItem(BaseModel):
     question: str = Field(description="The question asked.")
     answer: str = Field(description="The answer given.")
     at: str = Field(description="When the turn happened (RFC 3339, UTC).")
+    usage: UsageOut | None = Field(
+        None, description="Tokens the language model spent on this turn; null when no model answered it."
+    )
+
+    @classmethod
+    def of(cls, turn: Turn) -> TurnItem:
+        usage = (
+            UsageOut(inputTokens=turn.input_tokens, outputTokens=turn.output_tokens)
+            if turn.input_tokens is not None and turn.output_tokens is not None
+            else None
+        )
+        return cls(
+            turn=turn.number, question=turn.question, answer=turn.answer, at=iso_time(turn.at), usage=usage
+        )
 
 
 class ConversationOutput(BaseModel):
@@ -376,10 +390,7 @@ class ConversationOutput(BaseModel):
             conversationId=conversation.conversation_id,
             title=conversation.title,
             instructions=conversation.instructions,
-            turns=[
-                TurnItem(turn=t.number, question=t.question, answer=t.answer, at=iso_time(t.at))
-                for t in turns
-            ],
+            turns=[TurnItem.of(t) for t in turns],
             condensed=conversation.dropped > 0,
             expiresAt=iso_time(conversation.expires_at),
         )

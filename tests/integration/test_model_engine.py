@@ -145,6 +145,12 @@ def test_turn_two_sees_turn_one_and_is_searched_as_a_standalone_query(
     assert body["turn"] == 2 and body["sources"][0]["source"] == "cosmos.md"
     # Both calls are counted: the rewrite's tokens and the answer's.
     assert body["usage"] == {"inputTokens": 22, "outputTokens": 14}
+    # Each stored turn keeps what it cost.
+    kept = http.get(f"/api/conversations/{conversation}").json()["turns"]
+    assert [t["usage"] for t in kept] == [
+        {"inputTokens": 11, "outputTokens": 7},
+        {"inputTokens": 22, "outputTokens": 14},
+    ]
 
 
 def test_a_busy_model_is_a_quick_retry_later_with_its_own_wait_and_nothing_stored(
