@@ -6,6 +6,7 @@ import argparse
 import gc
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -61,19 +62,26 @@ def serve(args: argparse.Namespace) -> int:
     gc.disable()
     import uvicorn
 
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
-            settle_heap()
-
     settings = _settings(host=args.host, port=args.port)
     from app.observability import configure_logging
 
     configure_logging(settings)
     from app.main import create_app
 
+    api = create_app(settings)
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            settle_heap()
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # Readiness fails from the first signal on, while requests in flight finish.
+            api.state.draining = True
+            super().handle_exit(sig, frame)
+
     config = uvicorn.Config(
-        create_app(settings),
+        api,
         host=settings.host,
         port=settings.port,
         lifespan="on",
@@ -81,8 +89,15 @@ def serve(args: argparse.Namespace) -> int:
         access_log=False,
         server_header=False,
         proxy_headers=False,
+        timeout_keep_alive=settings.keep_alive_seconds,
+        limit_concurrency=settings.max_concurrent_requests,
+        timeout_graceful_shutdown=settings.drain_seconds,
     )
     server = Server(config)
+    # uvicorn raises the stop signal again once it has drained, for the handler that was there
+    # before it: a no-op here, so that a requested stop is a clean exit (status 0).
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, lambda *_: None)
     server.run()
     # uvicorn leaves `started` False when the lifespan failed (bad corpus, unreadable key, ...).
     return 0 if server.started else 3

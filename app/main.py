@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import app
 from app.adapters.auth.setup import open_auth, protected_resource_metadata
-from app.api.guard import MCP_PATH, RequestGuard
+from app.api.guard import MCP_PATH, BodyGuard, RequestGuard
 from app.api.mcp import build_mcp_server, mcp_endpoint, session_manager
 from app.api.problems import install_problem_handlers
 from app.api.rest import WELL_KNOWN, add_routes, build_openapi
@@ -132,9 +132,10 @@ class StartupFailures:
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build Anvil for `settings` (read from the environment when omitted).
 
-    Requests pass, outermost first: `RequestGuard` (Host, Origin, method, size, protocol
-    version), `BearerAuthMiddleware` (sign-in for `/mcp` and `/api/`), then the routes: `/mcp`
-    (the MCP endpoint) and the REST routes generated from the same operations.
+    Requests pass, outermost first: `RequestGuard` (Host, Origin, method, declared size),
+    `BearerAuthMiddleware` (sign-in for `/mcp` and `/api/`), `BodyGuard` (the body within its
+    deadline and size, the protocol version), then the routes: `/mcp` (the MCP endpoint) and the
+    REST routes generated from the same operations.
     """
     settings = settings or Settings()
     server = build_mcp_server(settings)
@@ -175,7 +176,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api.router.routes.insert(
         0, Route(MCP_PATH, mcp_endpoint(server, manager, streaming, settings), include_in_schema=False)
     )
-    # Added innermost first: the guard runs before sign-in.
+    # Added innermost first: header checks, then sign-in, then the body (so a caller without a
+    # valid token is refused before it sends one).
+    api.add_middleware(
+        BodyGuard, max_body_bytes=settings.max_body_bytes, deadline=settings.body_timeout_seconds
+    )
     api.add_middleware(BearerAuthMiddleware, resource_metadata_url=settings.base_url + WELL_KNOWN + "/mcp")
     api.add_middleware(
         RequestGuard,

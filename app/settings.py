@@ -206,6 +206,27 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         65_536, ge=1024, le=1_048_576, description="Largest request body accepted, in bytes (413 above)."
     )
+    body_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description="A signed-in request's body must arrive within this many seconds (408 otherwise).",
+    )
+    keep_alive_seconds: int = Field(
+        5, ge=1, le=3600, description="An idle keep-alive connection is closed after this many seconds."
+    )
+    max_concurrent_requests: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description="Connections and requests one process serves at once; beyond it, new ones get 503.",
+    )
+    drain_seconds: int = Field(
+        20,
+        ge=0,
+        le=3600,
+        description="On SIGTERM, requests in flight get this long to finish before the process exits.",
+    )
     allowed_hosts: CommaList = Field(
         default_factory=list,
         description=(

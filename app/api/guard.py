@@ -1,14 +1,21 @@
-"""The checks every request passes before any route runs.
+"""The checks every request passes before any route runs, in two stages around sign-in.
 
-In order: Host (421, DNS-rebinding defence), browser Origin (403), method on `/mcp` (405),
-body size (413, before anything parses it), and the `MCP-Protocol-Version` header (-32022 naming
-every version Anvil serves). One place for them, so REST and MCP behave alike.
+`RequestGuard`, from the headers alone and before sign-in: Host (421, DNS-rebinding defence),
+browser Origin (403), method on `/mcp` (405), a declared body larger than the limit (413).
+
+`BodyGuard`, after sign-in, so that a caller without a valid token never gets to send a body:
+the body must arrive within a deadline (408) and stay within the limit (413, before anything
+parses it); then the `MCP-Protocol-Version` header (-32022 naming every version Anvil serves).
+One place for them, so REST and MCP behave alike.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+import anyio
+from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -59,21 +66,11 @@ class RequestGuard:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        if scope["method"] not in ("POST", "PUT", "PATCH"):
-            await self.app(scope, receive, send)
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            await too_large(self.max_body_bytes)(scope, receive, send)
             return
-        body = await self._read_body(headers, receive)
-        if body is None:
-            await problem_response(
-                413, f"The request body is larger than {self.max_body_bytes} bytes.", kind="too-large"
-            )(scope, receive, send)
-            return
-        if scope["path"] == MCP_PATH:
-            version = headers.get("mcp-protocol-version")
-            if version is not None and version not in SERVED_VERSIONS:
-                await unsupported_version(version, body)(scope, receive, send)
-                return
-        await self.app(scope, replay_body(body, receive), send)
+        await self.app(scope, receive, send)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> Response | None:
         host = headers.get("host", "")
@@ -97,12 +94,49 @@ class RequestGuard:
             )
         return None
 
-    async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes | None:
-        """The whole body, or None as soon as it is known to exceed the limit."""
-        declared = headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            return None
-        return await read_body(receive, limit=self.max_body_bytes)
+
+def too_large(limit: int) -> Response:
+    return problem_response(413, f"The request body is larger than {limit} bytes.", kind="too-large")
+
+
+class BodyGuard:
+    """ASGI middleware: reads a POST body within `deadline` seconds and `max_body_bytes`, then
+    checks the MCP protocol version header; the route gets the body replayed."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, deadline: float) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.deadline = deadline
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] not in ("POST", "PUT", "PATCH")
+            or scope["path"] in UNGUARDED_PATHS
+        ):
+            await self.app(scope, receive, send)
+            return
+        with anyio.move_on_after(self.deadline) as timer:
+            body = await read_body(receive, limit=self.max_body_bytes)
+        if timer.cancelled_caught:
+            seconds = f"{self.deadline:g} second{'' if math.isclose(self.deadline, 1) else 's'}"
+            await problem_response(
+                408,
+                f"The request body did not arrive within {seconds}; send it at once, then retry.",
+                kind="timeout",
+                # Whatever is still in flight of this body cannot be told from the next request.
+                headers={"Connection": "close"},
+            )(scope, receive, send)
+            return
+        if body is None:
+            await too_large(self.max_body_bytes)(scope, receive, send)
+            return
+        if scope["path"] == MCP_PATH:
+            version = Headers(scope=scope).get("mcp-protocol-version")
+            if version is not None and version not in SERVED_VERSIONS:
+                await unsupported_version(version, body)(scope, receive, send)
+                return
+        await self.app(scope, replay_body(body, receive), send)
 
 
 async def read_body(receive: Receive, *, limit: int | None = None) -> bytes | None:
@@ -134,7 +168,7 @@ def replay_body(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-_CHECKED_FIELDS = frozenset({b"host", b"origin", b"content-length", b"mcp-protocol-version"})
+_CHECKED_FIELDS = frozenset({b"host", b"origin", b"content-length"})
 
 
 def _checked_fields(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:

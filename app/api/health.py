@@ -11,8 +11,11 @@ def liveness() -> dict[str, str]:
     return {"status": "ok"}
 
 
-async def readiness(rt: Runtime) -> JSONResponse:
-    """200 when every dependency answers, else 503 naming the ones that do not."""
+async def readiness(rt: Runtime, *, draining: bool = False) -> JSONResponse:
+    """200 when every dependency answers, else 503 naming the ones that do not; 503 at once
+    while the process drains its requests before exiting."""
+    if draining:
+        return JSONResponse({"status": "draining", "checks": {}}, 503)
     checks: dict[str, str] = {}
     for name, probe in rt.readiness.items():
         try:

@@ -137,7 +137,8 @@ def add_routes(router: FastAPI, settings: Settings) -> None:
         responses={503: {"description": "A dependency is not reachable"}},
     )
     async def readyz(request: Request) -> JSONResponse:
-        return await readiness(runtime_of(request.scope))
+        draining = bool(getattr(request.app.state, "draining", False))
+        return await readiness(runtime_of(request.scope), draining=draining)
 
     async def resource_metadata(request: Request) -> Response:
         document = runtime_of(request.scope).resource_metadata

@@ -3,7 +3,10 @@ server speaking the OpenAI Chat Completions wire protocol (JSON and SSE, both UR
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import signal
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -348,3 +351,42 @@ def test_a_client_that_goes_away_cancels_the_model_call(
                 break
     # The connection is closed: the model's stream must be abandoned, not read to the end.
     assert fake.disconnected.wait(timeout=20), "the model call went on after the client left"
+
+
+def test_sigterm_lets_the_request_in_flight_finish_then_exits_cleanly(
+    tmp_path: Path, fake: FakeOpenAI, corpus: Path
+) -> None:
+    env = {
+        "ANVIL_ANSWER_ENGINE": "openai",
+        "ANVIL_OPENAI_BASE_URL": f"{fake.url}/v1",
+        "ANVIL_OPENAI_MODEL": "local-model",
+        "ANVIL_CORPUS_DIR": str(corpus),
+        "ANVIL_DRAIN_SECONDS": "20",
+    }
+    release = threading.Event()
+    with run_anvil(tmp_path / "drain", env) as draining:
+        token = draining.token("alice")
+        fake.arrived.clear()
+        fake.script(Reply("Finished after the signal [1].", release=release))
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            in_flight = pool.submit(
+                httpx.post,
+                f"{draining.url}/api/ask",
+                json={"question": "How does sign-in work?", "conversationId": "drained"},
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=30,
+            )
+            assert fake.arrived.wait(timeout=20), "the ask never reached the model"
+            draining.process.send_signal(signal.SIGTERM)
+            # The model answers only now: the request must still complete, and be stored.
+            release.set()
+            response = in_flight.result(timeout=30)
+        assert response.status_code == 200, response.text
+        assert response.json()["answer"] == "Finished after the signal [1]."
+        assert draining.process.wait(timeout=30) == 0
+    with run_anvil(tmp_path / "drain", {**env, "ANVIL_ANSWER_ENGINE": "echo"}) as again:
+        stored = httpx.get(
+            f"{again.url}/api/conversations/drained",
+            headers={"Authorization": f"Bearer {again.token('alice')}"},
+        )
+        assert [t["answer"] for t in stored.json()["turns"]] == ["Finished after the signal [1]."]

@@ -45,6 +45,8 @@ class Reply:
     chunks: int = 4
     #: Streamed: send the first piece, then nothing more until the client goes away.
     hold: bool = False
+    #: Answer only once this is set (or the server stops).
+    release: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,8 @@ class FakeOpenAI:
         self.stopping = threading.Event()
         #: Set when a streamed answer's client went away before the end.
         self.disconnected = threading.Event()
+        #: Set on every request received.
+        self.arrived = threading.Event()
 
     @property
     def url(self) -> str:
@@ -123,6 +127,7 @@ class FakeOpenAI:
     def _next(self, request: Recorded) -> Behaviour:
         with self._lock:
             self.requests.append(request)
+            self.arrived.set()
             return self._queue.popleft() if self._queue else default_reply(request)
 
     async def _chat(self, request: Request) -> Response:
@@ -141,6 +146,9 @@ class FakeOpenAI:
         if isinstance(behaviour, Stall):
             await self._until_stopped()
             return JSONResponse({"error": {"message": "stopped"}}, status_code=503)
+        if behaviour.release is not None:
+            release = behaviour.release
+            await anyio.to_thread.run_sync(self._until_set, release, abandon_on_cancel=True)
         model = recorded.body.get("model", "model")
         if recorded.body.get("stream"):
             include_usage = bool((recorded.body.get("stream_options") or {}).get("include_usage"))
@@ -201,6 +209,11 @@ class FakeOpenAI:
         except anyio.get_cancelled_exc_class():
             self.disconnected.set()
             raise
+
+    def _until_set(self, release: threading.Event) -> None:
+        """Block (in a worker thread) until `release` is set or the server stops."""
+        while not release.wait(timeout=0.05) and not self.stopping.is_set():
+            pass
 
     async def _until_stopped(self) -> None:
         """Wait for the server to stop; a client that goes away cancels the wait."""

@@ -1,16 +1,18 @@
-"""RequestGuard: Host, Origin, method, body size and protocol version checks before any route."""
+"""RequestGuard and BodyGuard: Host, Origin, method, body size, body deadline and protocol version
+checks before any route (sign-in sits between the two stages in the app; not here)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
 
+import anyio
 import httpx
 import pytest
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from app.api.guard import RequestGuard, matches
+from app.api.guard import BodyGuard, RequestGuard, matches
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +46,12 @@ def client(
     origins: tuple[str, ...] = ("https://app.example.com",),
     base_url: str = "http://127.0.0.1:8000",
 ) -> httpx.AsyncClient:
-    guard = RequestGuard(echo_app, allowed_hosts=hosts, allowed_origins=origins, max_body_bytes=MAX_BODY)
+    guard = RequestGuard(
+        BodyGuard(echo_app, max_body_bytes=MAX_BODY, deadline=5.0),
+        allowed_hosts=hosts,
+        allowed_origins=origins,
+        max_body_bytes=MAX_BODY,
+    )
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=guard), base_url=base_url)
 
 
@@ -273,9 +280,49 @@ async def test_header_values_reach_the_app_without_surrounding_whitespace() -> N
         seen.update({k.decode(): v.decode() for k, v in scope["headers"]})
         await PlainTextResponse("ok")(scope, receive, send)
 
-    guard = RequestGuard(app, allowed_hosts=["*"], allowed_origins=[], max_body_bytes=1024)
+    guard = RequestGuard(
+        BodyGuard(app, max_body_bytes=1024, deadline=5.0),
+        allowed_hosts=["*"],
+        allowed_origins=[],
+        max_body_bytes=1024,
+    )
     transport = httpx.ASGITransport(app=guard)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
         response = await client.post("/mcp", content=b"{}", headers={"Mcp-Name": "  ask \t"})
     assert response.status_code == 200
     assert seen["mcp-name"] == "ask"
+
+
+async def test_a_body_that_does_not_arrive_in_time_is_a_408_and_the_route_never_runs() -> None:
+    reached = False
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        nonlocal reached
+        reached = True
+
+    async def stalled() -> dict[str, object]:
+        # The first chunk arrives; the rest never does (an event nobody sets).
+        nonlocal chunks
+        chunks += 1
+        if chunks == 1:
+            return {"type": "http.request", "body": b'{"question"', "more_body": True}
+        await anyio.Event().wait()
+        raise AssertionError("unreachable")
+
+    chunks = 0
+    sent: list[dict[str, object]] = []
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    guard = BodyGuard(app, max_body_bytes=1024, deadline=0.05)
+    scope = {"type": "http", "method": "POST", "path": "/api/ask", "headers": []}
+    await guard(scope, stalled, send)  # type: ignore[arg-type]
+    assert not reached
+    assert sent[0]["status"] == 408
+    assert (b"connection", b"close") in sent[0]["headers"]  # type: ignore[operator]
+    problem = json.loads(sent[1]["body"])  # type: ignore[arg-type]
+    assert (
+        problem["detail"]
+        == "The request body did not arrive within 0.05 seconds; send it at once, then retry."
+    )
