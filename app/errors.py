@@ -28,6 +28,7 @@ _TITLES = {
     413: "Content Too Large",
     421: "Misdirected Request",
     422: "Unprocessable Content",
+    429: "Too Many Requests",
     500: "Internal Server Error",
     502: "Bad Gateway",
     503: "Service Unavailable",
@@ -81,6 +82,12 @@ class Conflict(AnvilError):
 
     kind = "conflict"
     status = 409
+
+
+class QuotaExceeded(Conflict):
+    """The user already keeps as many conversations as one user may."""
+
+    kind = "quota-exceeded"
 
 
 class Unavailable(AnvilError):

@@ -23,6 +23,7 @@ from app.adapters.auth.setup import open_auth, protected_resource_metadata
 from app.api.guard import MCP_PATH, BodyGuard, RequestGuard
 from app.api.mcp import build_mcp_server, mcp_endpoint, session_manager
 from app.api.problems import install_problem_handlers
+from app.api.ratelimit import RateLimit
 from app.api.rest import WELL_KNOWN, add_routes, build_openapi
 from app.api.signin import BearerAuthMiddleware
 from app.domain.ask import AskService, HistoryLimits
@@ -95,11 +96,13 @@ async def open_runtime(settings: Settings, stack: AsyncExitStack) -> Runtime:
                 ttl_seconds=settings.history_ttl_seconds,
             ),
             max_question_chars=settings.max_question_chars,
+            max_conversations=settings.max_conversations_per_user,
         ),
         conversations=ConversationService(
             store,
             ttl_seconds=settings.history_ttl_seconds,
             max_instructions_chars=settings.max_question_chars,
+            max_conversations=settings.max_conversations_per_user,
         ),
         verifier=auth.verifier,
         resource_metadata=protected_resource_metadata(settings, auth) if auth.verifier is not None else None,
@@ -181,6 +184,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api.add_middleware(
         BodyGuard, max_body_bytes=settings.max_body_bytes, deadline=settings.body_timeout_seconds
     )
+    if settings.rate_limit_per_minute:
+        api.add_middleware(RateLimit, per_minute=settings.rate_limit_per_minute)
     api.add_middleware(BearerAuthMiddleware, resource_metadata_url=settings.base_url + WELL_KNOWN + "/mcp")
     api.add_middleware(
         RequestGuard,

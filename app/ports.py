@@ -78,6 +78,10 @@ class ConversationStore(Protocol):
         """
         ...
 
+    async def count(self, oid: str, tid: str) -> int:
+        """How many live conversations the user has in tenant `tid`."""
+        ...
+
     async def delete_all(self, oid: str, tid: str) -> int:
         """Remove every conversation of the user in tenant `tid`; returns how many live ones were removed."""
         ...

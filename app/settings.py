@@ -206,6 +206,18 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         65_536, ge=1024, le=1_048_576, description="Largest request body accepted, in bytes (413 above)."
     )
+    max_conversations_per_user: int = Field(
+        1000,
+        ge=1,
+        le=10_000_000,
+        description="Live conversations one user may keep in a tenant; creating one more is refused (409).",
+    )
+    rate_limit_per_minute: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="Requests one caller may make a minute on one replica (429 beyond); 0: no limit.",
+    )
     body_timeout_seconds: float = Field(
         5.0,
         gt=0,

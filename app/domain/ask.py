@@ -21,6 +21,7 @@ from app.domain.conversation import (
     is_valid_conversation_id,
 )
 from app.domain.principal import Principal
+from app.domain.quota import ensure_room
 from app.errors import Conflict, InvalidInput, NotFound, Unavailable
 from app.ports import (
     Answer,
@@ -90,12 +91,15 @@ class AskService:
         *,
         limits: HistoryLimits | None = None,
         max_question_chars: int = 8000,
+        max_conversations: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.engine = engine
         self.limits = limits or HistoryLimits()
         self.max_question_chars = max_question_chars
+        #: How many live conversations one user may keep (None: no limit).
+        self.max_conversations = max_conversations
         self._clock = clock
 
     async def ask(
@@ -194,6 +198,9 @@ class AskService:
                         f"{conversation_id!r} already exists: omit instructions, or use a new conversationId."
                     )
             if answer is None:
+                if stored is None:
+                    # Refused before the engine runs: a new conversation the user has no room for.
+                    await ensure_room(self.store, principal.oid, principal.tid, self.max_conversations)
                 # Turns are immutable and carry `question` and `answer`: handed over without copies.
                 history = stored.turns if stored else ()
                 instructions = stored.instructions if stored else request.instructions

@@ -20,6 +20,7 @@ from app.domain.conversation import (
     is_valid_conversation_id,
 )
 from app.domain.principal import Principal
+from app.domain.quota import ensure_room
 from app.errors import Conflict, InvalidInput, NotFound, SignInRequired
 from app.ports import ConversationStore, InvalidCursor, VersionConflict
 
@@ -57,11 +58,14 @@ class ConversationService:
         *,
         ttl_seconds: int,
         max_instructions_chars: int = 8000,
+        max_conversations: int | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.ttl_seconds = ttl_seconds
         self.max_instructions_chars = max_instructions_chars
+        #: How many live conversations one user may keep (None: no limit).
+        self.max_conversations = max_conversations
         self._clock = clock
 
     async def start(
@@ -75,6 +79,7 @@ class ConversationService:
             )
         if title is not None and (not title.strip() or len(title) > MAX_TITLE_CHARS):
             raise InvalidInput(f"title must be 1 to {MAX_TITLE_CHARS} characters, or omitted.")
+        await ensure_room(self.store, user.oid, user.tid, self.max_conversations)
         now = self._clock()
         for _ in range(3):  # a collision of 144 random bits does not happen; still, never overwrite
             conversation = Conversation(

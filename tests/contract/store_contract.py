@@ -290,6 +290,21 @@ class StoreContract:
         assert await read(store, "oid-2", "a") is not None
         assert await store.delete_all("oid-1", "tenant-1") == 0
 
+    async def test_count_is_of_the_users_live_conversations_in_the_tenant(
+        self, store: ConversationStore, clock: FakeClock
+    ) -> None:
+        assert await store.count("oid-1", "tenant-1") == 0
+        for cid in ("a", "b", "c"):
+            await store.create(make_conversation(clock, conversation_id=cid))
+        await store.create(make_conversation(clock, conversation_id="short", expires_at=clock.now + 10))
+        await store.create(make_conversation(clock, conversation_id="away", tid="tenant-2"))
+        await store.create(make_conversation(clock, oid="oid-2", conversation_id="a"))
+        assert await store.count("oid-1", "tenant-1") == 4
+        clock.advance(11)
+        assert await store.count("oid-1", "tenant-1") == 3, "an expired conversation no longer counts"
+        assert await store.count("oid-1", "tenant-2") == 1
+        assert await store.count("oid-2", "tenant-1") == 1
+
     async def test_list_and_delete_all_keep_to_the_callers_tenant(
         self, store: ConversationStore, clock: FakeClock
     ) -> None:

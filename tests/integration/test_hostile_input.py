@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from support.anvil_server import AnvilServer, anvil_command, free_port
+from support.anvil_server import AnvilServer, anvil_command, free_port, run_anvil
 
 #: A JSON text with a lone high surrogate escaped: valid JSON, not valid Unicode.
 LONE = "\\ud800"
@@ -113,3 +114,57 @@ def test_an_unusable_data_folder_stops_start_up_with_one_line(tmp_path: Path) ->
         f"the data folder {tmp_path / 'data'} cannot be used (File exists): "
         "set ANVIL_DATA_DIR to a folder Anvil can write to"
     )
+
+
+@pytest.fixture(scope="module")
+def small_quota(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnvilServer]:
+    env = {"ANVIL_ANSWER_ENGINE": "echo", "ANVIL_MAX_CONVERSATIONS_PER_USER": "2"}
+    with run_anvil(tmp_path_factory.mktemp("quota"), env) as running:
+        yield running
+
+
+def test_the_conversation_quota_refuses_only_new_conversations(small_quota: AnvilServer) -> None:
+    auth = bearer(small_quota)
+    url = small_quota.url
+    assert httpx.post(
+        f"{url}/api/ask", json={"question": "q", "conversationId": "q-1"}, headers=auth
+    ).is_success
+    assert httpx.post(f"{url}/api/conversations", json={}, headers=auth).status_code == 201
+    refused = httpx.post(f"{url}/api/ask", json={"question": "q", "conversationId": "q-3"}, headers=auth)
+    assert refused.status_code == 409
+    assert refused.json()["type"].endswith("/quota-exceeded")
+    assert refused.json()["detail"].startswith("You keep 2 conversations, the most one user may keep (2)")
+    started = httpx.post(f"{url}/api/conversations", json={}, headers=auth)
+    assert started.status_code == 409 and "delete_conversation" in started.json()["detail"]
+
+    arguments = {"question": "q", "conversationId": "q-4"}
+    params = {"name": "ask", "arguments": arguments, "_meta": ENVELOPE}
+    body = json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": params})
+    result = httpx.post(
+        small_quota.mcp_url, content=body.encode(), headers={**MODERN, "Mcp-Name": "ask", **auth}
+    )
+    assert result.json()["result"]["isError"] is True
+    assert result.json()["result"]["content"][0]["text"].startswith("You keep 2 conversations")
+
+    continued = httpx.post(
+        f"{url}/api/ask", json={"question": "again", "conversationId": "q-1"}, headers=auth
+    )
+    assert continued.json()["turn"] == 2, "existing conversations keep working"
+    assert httpx.delete(f"{url}/api/conversations/q-1", headers=auth).json() == {"deleted": True}
+    assert httpx.post(
+        f"{url}/api/ask", json={"question": "q", "conversationId": "q-3"}, headers=auth
+    ).is_success
+
+
+def test_the_rate_limit_refuses_a_caller_beyond_it_and_no_one_else(tmp_path: Path) -> None:
+    env = {"ANVIL_ANSWER_ENGINE": "echo", "ANVIL_RATE_LIMIT_PER_MINUTE": "3", "ANVIL_STORE": "memory"}
+    with run_anvil(tmp_path / "limited", env) as limited:
+        alice, bob = bearer(limited), {"Authorization": f"Bearer {limited.token('bob')}"}
+        statuses = [
+            httpx.post(f"{limited.url}/api/ask", json={"question": "q"}, headers=alice).status_code
+            for _ in range(4)
+        ]
+        assert statuses == [200, 200, 200, 429]
+        refused = httpx.post(f"{limited.url}/api/ask", json={"question": "q"}, headers=alice)
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+        assert httpx.post(f"{limited.url}/api/ask", json={"question": "q"}, headers=bob).status_code == 200

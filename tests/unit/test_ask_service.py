@@ -17,7 +17,7 @@ from app.adapters.stores.memory import MemoryStore
 from app.domain.ask import AskRequest, AskService, HistoryLimits
 from app.domain.conversation import CONVERSATION_ID_PATTERN, Conversation, Turn
 from app.domain.principal import Principal
-from app.errors import Conflict, EngineFailed, InvalidInput, NotFound, Unavailable
+from app.errors import Conflict, EngineFailed, InvalidInput, NotFound, QuotaExceeded, Unavailable
 from app.ports import (
     Answer,
     Document,
@@ -754,3 +754,21 @@ async def test_fetch_returns_a_known_source_and_refuses_others(service: AskServi
         await service.fetch("nope.md")
     with pytest.raises(InvalidInput, match="maxChars"):
         await service.fetch("guide.md", 0)
+
+
+async def test_a_user_at_the_quota_cannot_create_one_more_but_keeps_the_others(
+    memory: MemoryStore, engine: RecordingEngine, clock: FakeClock
+) -> None:
+    service = AskService(memory, engine, max_conversations=2, clock=clock)
+    await service.ask(ALICE, AskRequest("one", "c-1"))
+    await service.ask(ALICE, AskRequest("two", "c-2"))
+    answered = len(engine.calls)
+    with pytest.raises(QuotaExceeded, match=r"You keep 2 conversations, the most one user may keep \(2\)"):
+        await service.ask(ALICE, AskRequest("three", "c-3"))
+    assert len(engine.calls) == answered, "refused before the engine ran"
+    assert await memory.get(ALICE.oid, "c-3") is None
+    assert (await service.ask(ALICE, AskRequest("again", "c-1"))).turn == 2
+    assert (await service.ask(ALICE, AskRequest("one-shot"))).conversation_id is None
+    assert (await service.ask(BOB, AskRequest("bob's first", "c-3"))).created is True
+    await memory.delete(ALICE.oid, "c-2")
+    assert (await service.ask(ALICE, AskRequest("three", "c-3"))).created is True

@@ -261,6 +261,21 @@ class CosmosStore:
         more = len(rows) > limit
         return ConversationPage(page, encode_cursor(page[-1]) if more and page else None)
 
+    async def count(self, oid: str, tid: str) -> int:
+        """How many live conversations the user has in the tenant: one query in their partition."""
+        parameters: _Parameters = [
+            {"name": "@oid", "value": oid},
+            {"name": "@tid", "value": tid},
+            {"name": "@now", "value": self._clock()},
+        ]
+        query = f"SELECT VALUE COUNT(1) FROM c WHERE {_LIVE}"
+
+        async def collect() -> int:
+            items = self._container.query_items(query=query, parameters=parameters, partition_key=oid)
+            return sum([int(value) async for value in items])
+
+        return await _send(collect())
+
     async def delete_all(self, oid: str, tid: str) -> int:
         """Remove every conversation of the user; returns how many live ones were removed.
 

@@ -77,6 +77,11 @@ class MemoryStore:
         more = len(mine) > limit
         return ConversationPage(page, encode_cursor(page[-1]) if more and page else None)
 
+    async def count(self, oid: str, tid: str) -> int:
+        """How many live conversations the user has in the tenant."""
+        now = self._clock()
+        return sum(c.oid == oid and c.tid == tid and not c.is_expired(now) for c in self._items.values())
+
     async def delete_all(self, oid: str, tid: str) -> int:
         """Remove every conversation of the user; returns how many live ones were removed."""
         now = self._clock()

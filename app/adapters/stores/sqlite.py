@@ -118,6 +118,8 @@ LIMIT ?
 
 _DELETE = "DELETE FROM conversations WHERE key = ? RETURNING expires_at > ?"
 
+_COUNT = "SELECT COUNT(*) FROM conversations WHERE oid = ? AND tid = ? AND expires_at > ?"
+
 _DELETE_ALL = "DELETE FROM conversations WHERE oid = ? AND tid = ? RETURNING expires_at > ?"
 
 _PURGE = "DELETE FROM conversations WHERE expires_at <= ?"
@@ -244,6 +246,16 @@ class SqliteStore:
 
         def work(db: sqlite3.Connection) -> int:
             return sum(bool(live) for (live,) in db.execute(_DELETE_ALL, params).fetchall())
+
+        return await self._run(work)
+
+    async def count(self, oid: str, tid: str) -> int:
+        """How many live conversations the user has in the tenant (one indexed query)."""
+        params = (oid, tid, self._clock())
+
+        def work(db: sqlite3.Connection) -> int:
+            (counted,) = db.execute(_COUNT, params).fetchone()
+            return int(counted)
 
         return await self._run(work)
 
