@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+
+import anyio
 
 from app.domain.conversation import (
     CONVERSATION_ID_RULE,
     Conversation,
     Turn,
+    conversation_key,
     is_valid_conversation_id,
 )
 from app.domain.principal import Principal
@@ -30,6 +35,7 @@ from app.ports import (
     Document,
     Passage,
     Progress,
+    Stored,
     Usage,
     VersionConflict,
 )
@@ -93,6 +99,7 @@ class AskService:
         max_question_chars: int = 8000,
         max_conversations: int | None = None,
         clock: Callable[[], float] = time.time,
+        backoff: Callable[[int], float] | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -101,6 +108,8 @@ class AskService:
         #: How many live conversations one user may keep (None: no limit).
         self.max_conversations = max_conversations
         self._clock = clock
+        self._backoff = backoff or jittered_backoff
+        self._writers = TurnQueue()
 
     async def ask(
         self, principal: Principal | None, request: AskRequest, *, progress: Progress | None = None
@@ -177,100 +186,192 @@ class AskService:
     ) -> AskResult:
         # Only a retry key needs a digest of the arguments it must repeat.
         digest = _request_digest(request) if request.client_request_id is not None else None
-        answer: Answer | None = None
-        answered_at_version = -1
-        for _ in range(MAX_WRITE_ATTEMPTS):
-            found = await self.store.get(principal.oid, conversation_id)
-            stored, etag = found if found is not None else (None, None)
-            now = self._clock()
-            if stored is not None and stored.tid != principal.tid:
-                raise Conflict(
-                    f"conversationId {conversation_id!r} is already used by your account in another "
-                    "tenant: choose another conversationId."
+        read = await self._read(principal, request, conversation_id, digest)
+        if isinstance(read, AskResult):
+            return read
+        stored, etag = read
+        if stored is None:
+            # Refused before the engine runs: a new conversation the user has no room for.
+            await ensure_room(self.store, principal.oid, principal.tid, self.max_conversations)
+        # Turns are immutable and carry `question` and `answer`: handed over without copies.
+        history = stored.turns if stored else ()
+        instructions = stored.instructions if stored else request.instructions
+        # The engine runs outside any lock: a slow answer never holds up another turn.
+        answer = await self.engine.answer(request.question, history, instructions, progress=progress)
+        answered_at_version = stored.version if stored else 0
+        # Writers of one conversation in this process take turns, so a busy conversation is a
+        # queue instead of a storm of conflicting writes; conflicts with other processes are
+        # retried with jittered backoff.
+        async with self._writers.turn(conversation_key(principal.oid, conversation_id)) as turns:
+            latest = turns.latest
+            if latest is not None and (stored is None or latest.conversation.version > stored.version):
+                # The writer before us in this process wrote it while we answered: start from its
+                # version rather than from our read, which would only conflict.
+                checked = _check(principal, request, conversation_id, digest, latest)
+                if isinstance(checked, AskResult):
+                    return checked
+                stored, etag = checked
+            for attempt in range(MAX_WRITE_ATTEMPTS):
+                if attempt:
+                    if attempt > 1:
+                        await anyio.sleep(self._backoff(attempt))
+                    read = await self._read(principal, request, conversation_id, digest)
+                    if isinstance(read, AskResult):
+                        return read
+                    stored, etag = read
+                now = self._clock()
+                base = stored or Conversation(
+                    oid=principal.oid,
+                    tid=principal.tid,
+                    conversation_id=conversation_id,
+                    created_at=now,
+                    updated_at=now,
+                    expires_at=now + self.limits.ttl_seconds,
+                    instructions=request.instructions,
                 )
-            if stored is not None:
-                replay = _find_receipt(stored, request, digest)
-                if replay is not None:
-                    return replay
-                if request.instructions is not None:
-                    raise InvalidInput(
-                        f"instructions bind when a conversation is created, and conversation "
-                        f"{conversation_id!r} already exists: omit instructions, or use a new conversationId."
-                    )
-            if answer is None:
-                if stored is None:
-                    # Refused before the engine runs: a new conversation the user has no room for.
-                    await ensure_room(self.store, principal.oid, principal.tid, self.max_conversations)
-                # Turns are immutable and carry `question` and `answer`: handed over without copies.
-                history = stored.turns if stored else ()
-                instructions = stored.instructions if stored else request.instructions
-                answer = await self.engine.answer(request.question, history, instructions, progress=progress)
-                answered_at_version = stored.version if stored else 0
-            base = stored or Conversation(
-                oid=principal.oid,
-                tid=principal.tid,
-                conversation_id=conversation_id,
-                created_at=now,
-                updated_at=now,
-                expires_at=now + self.limits.ttl_seconds,
-                instructions=request.instructions,
-            )
-            turn = Turn(
-                number=base.next_turn_number,
-                question=request.question,
-                answer=answer.text,
-                at=now,
-                client_request_id=request.client_request_id,
-                request_digest=digest,
-                input_tokens=answer.usage.input_tokens if answer.usage else None,
-                output_tokens=answer.usage.output_tokens if answer.usage else None,
-            )
-            updated = base.with_turn(
-                turn,
-                now=now,
-                ttl_seconds=self.limits.ttl_seconds,
-                max_turns=self.limits.max_turns,
-                max_bytes=self.limits.max_bytes,
-            )
-            try:
-                if stored is None or etag is None:
-                    await self.store.create(updated)
-                else:
-                    await self.store.replace(updated, if_match=etag)
-            except VersionConflict:
-                continue
-            notes = []
-            if stored is not None and stored.version != answered_at_version:
-                notes.append(
-                    "Another turn landed on this conversation while this one was answered; "
-                    "this turn was added after it."
+                turn = Turn(
+                    number=base.next_turn_number,
+                    question=request.question,
+                    answer=answer.text,
+                    at=now,
+                    client_request_id=request.client_request_id,
+                    request_digest=digest,
+                    input_tokens=answer.usage.input_tokens if answer.usage else None,
+                    output_tokens=answer.usage.output_tokens if answer.usage else None,
                 )
-            dropped_now = updated.dropped - base.dropped
-            if dropped_now:
-                notes.append(
-                    f"{dropped_now} older turn{'s were' if dropped_now > 1 else ' was'} dropped to keep "
-                    f"this conversation within its limits ({updated.dropped} dropped in all)."
+                updated = base.with_turn(
+                    turn,
+                    now=now,
+                    ttl_seconds=self.limits.ttl_seconds,
+                    max_turns=self.limits.max_turns,
+                    max_bytes=self.limits.max_bytes,
                 )
-            if answer.history_left_out:
-                left_out = answer.history_left_out
-                notes.append(
-                    f"The {left_out} earliest turn{'s' if left_out > 1 else ''} did not fit in the answer "
-                    f"engine's context and {'were' if left_out > 1 else 'was'} not seen by this answer."
-                )
-            return AskResult(
-                answer=answer.text,
-                conversation_id=conversation_id,
-                note=" ".join(notes) or None,
-                created=stored is None,
-                turn=turn.number,
-                condensed=updated.dropped > 0 or answer.history_left_out > 0,
-                sources=answer.sources,
-                usage=answer.usage,
-            )
+                try:
+                    if stored is None or etag is None:
+                        written = await self.store.create(updated)
+                    else:
+                        written = await self.store.replace(updated, if_match=etag)
+                except VersionConflict:
+                    continue
+                turns.latest = Stored(updated, written)
+                return _result(answer, conversation_id, stored, base, updated, turn, answered_at_version)
         raise Unavailable(
             f"conversation {conversation_id!r} is receiving too many turns at once; retry in a second.",
             retry_after=1.0,
         )
+
+    async def _read(
+        self, principal: Principal, request: AskRequest, conversation_id: str, digest: str | None
+    ) -> tuple[Conversation | None, str | None] | AskResult:
+        """The stored conversation and its ETag, checked against the request; or the result of
+        a retry already answered (its receipt)."""
+        found = await self.store.get(principal.oid, conversation_id)
+        if found is None:
+            return None, None
+        return _check(principal, request, conversation_id, digest, found)
+
+
+class Turns:
+    """One conversation's place in the `TurnQueue`: the last version this process wrote, which
+    the next writer in line starts from instead of reading it back."""
+
+    __slots__ = ("holders", "latest", "lock")
+
+    def __init__(self) -> None:
+        self.lock = anyio.Lock()
+        self.holders = 0
+        self.latest: Stored | None = None
+
+
+class TurnQueue:
+    """Per-conversation queues for one process: writers of one conversation go one at a time,
+    in the order they came (anyio's locks are fair). A queue nobody waits in is dropped at once."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, Turns] = {}
+
+    @asynccontextmanager
+    async def turn(self, key: str) -> AsyncIterator[Turns]:
+        turns = self._queues.get(key)
+        if turns is None:
+            turns = self._queues[key] = Turns()
+        turns.holders += 1
+        try:
+            async with turns.lock:
+                yield turns
+        finally:
+            turns.holders -= 1
+            if not turns.holders:
+                del self._queues[key]
+
+    def __len__(self) -> int:
+        return len(self._queues)
+
+
+def _check(
+    principal: Principal, request: AskRequest, conversation_id: str, digest: str | None, found: Stored
+) -> tuple[Conversation, str] | AskResult:
+    """`found` if the request may add a turn to it; the receipt's result for a retry."""
+    stored, etag = found
+    if stored.tid != principal.tid:
+        raise Conflict(
+            f"conversationId {conversation_id!r} is already used by your account in another "
+            "tenant: choose another conversationId."
+        )
+    replay = _find_receipt(stored, request, digest)
+    if replay is not None:
+        return replay
+    if request.instructions is not None:
+        raise InvalidInput(
+            f"instructions bind when a conversation is created, and conversation "
+            f"{conversation_id!r} already exists: omit instructions, or use a new conversationId."
+        )
+    return stored, etag
+
+
+def jittered_backoff(attempt: int) -> float:
+    """Seconds to wait before write attempt `attempt` (2 and up): "full jitter" up to a bound
+    that doubles from 5 ms to 200 ms, so writers from several processes stop colliding."""
+    return random.uniform(0.0, min(0.2, 0.005 * 2 ** (attempt - 2)))
+
+
+def _result(
+    answer: Answer,
+    conversation_id: str,
+    stored: Conversation | None,
+    base: Conversation,
+    updated: Conversation,
+    turn: Turn,
+    answered_at_version: int,
+) -> AskResult:
+    notes = []
+    if stored is not None and stored.version != answered_at_version:
+        notes.append(
+            "Another turn landed on this conversation while this one was answered; "
+            "this turn was added after it."
+        )
+    dropped_now = updated.dropped - base.dropped
+    if dropped_now:
+        notes.append(
+            f"{dropped_now} older turn{'s were' if dropped_now > 1 else ' was'} dropped to keep "
+            f"this conversation within its limits ({updated.dropped} dropped in all)."
+        )
+    if answer.history_left_out:
+        left_out = answer.history_left_out
+        notes.append(
+            f"The {left_out} earliest turn{'s' if left_out > 1 else ''} did not fit in the answer "
+            f"engine's context and {'were' if left_out > 1 else 'was'} not seen by this answer."
+        )
+    return AskResult(
+        answer=answer.text,
+        conversation_id=conversation_id,
+        note=" ".join(notes) or None,
+        created=stored is None,
+        turn=turn.number,
+        condensed=updated.dropped > 0 or answer.history_left_out > 0,
+        sources=answer.sources,
+        usage=answer.usage,
+    )
 
 
 def _request_digest(request: AskRequest) -> str:

@@ -73,11 +73,14 @@ class PortTaken(RuntimeError):
     """Another process took the free port between our probe and the server's bind."""
 
 
-def start_anvil(data_dir: Path, env: Mapping[str, str]) -> AnvilServer:
-    """Start one `anvil serve` on a free port and wait until it is ready (the caller reaps it)."""
+def start_anvil(data_dir: Path, env: Mapping[str, str], name: str = "server") -> AnvilServer:
+    """Start one `anvil serve` on a free port and wait until it is ready (the caller reaps it).
+
+    Its output goes to `<data_dir>/<name>.log`, so several servers can share one data folder.
+    """
     port = int(env.get("ANVIL_PORT") or free_port())
     full_env = {**env, "ANVIL_PORT": str(port)}
-    log_path = data_dir / "server.log"
+    log_path = data_dir / f"{name}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [*anvil_command(), "serve"], env=full_env, stdout=log, stderr=subprocess.STDOUT
@@ -108,7 +111,9 @@ PASSED_THROUGH = frozenset({"ANVIL_MCP_SINGLE_EXCHANGE"})
 
 
 @contextmanager
-def run_anvil(data_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[AnvilServer]:
+def run_anvil(
+    data_dir: Path, env: Mapping[str, str] | None = None, name: str = "server"
+) -> Iterator[AnvilServer]:
     """Run `anvil serve` with `env` on top of a clean ANVIL_* environment (but for the settings
     the whole suite is run under, `PASSED_THROUGH`)."""
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -116,7 +121,7 @@ def run_anvil(data_dir: Path, env: Mapping[str, str] | None = None) -> Iterator[
     full_env = {**base_env, "ANVIL_DATA_DIR": str(data_dir), "ANVIL_LOG_LEVEL": "warning", **(env or {})}
     for attempt in range(3):
         try:
-            server = start_anvil(data_dir, full_env)
+            server = start_anvil(data_dir, full_env, name)
             break
         except PortTaken:
             if attempt == 2 or "ANVIL_PORT" in (env or {}):

@@ -323,8 +323,19 @@ class SqliteStore:
                 db.execute(_PURGE, (now,))
             return changed
 
-        if await self._run(work) == 0:
+        # Remembered before the write as well as after: a read queued behind this write on the
+        # worker then finds the version it is about to see already decoded, instead of decoding
+        # the document again (what every turn but the first does on a busy conversation).
+        self._remember(c)
+        try:
+            changed = await self._run(work)
+        except BaseException:
+            self._decoded.pop(c.key, None)
+            raise
+        if changed == 0:
+            self._decoded.pop(c.key, None)
             raise VersionConflict(c.key)
+        # A read that ran just before the write may have put the older version back.
         self._remember(c)
         return str(c.version)
 
