@@ -316,7 +316,10 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     Operation(
         name="delete_all_conversations",
         title="Delete all your conversations",
-        description="Delete every conversation of the caller, with all their turns.",
+        description=(
+            "Delete every conversation of the caller in the tenant they are signed in to, with all "
+            "their turns."
+        ),
         arguments=NoInput,
         result=DeleteAllOutput,
         handler=delete_all_conversations,
