@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import httpx
@@ -168,3 +170,54 @@ def test_the_rate_limit_refuses_a_caller_beyond_it_and_no_one_else(tmp_path: Pat
         refused = httpx.post(f"{limited.url}/api/ask", json={"question": "q"}, headers=alice)
         assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
         assert httpx.post(f"{limited.url}/api/ask", json={"question": "q"}, headers=bob).status_code == 200
+
+
+def test_a_damaged_database_under_a_running_server_is_503_never_500(tmp_path: Path) -> None:
+    with run_anvil(tmp_path / "damaged", {"ANVIL_ANSWER_ENGINE": "echo"}) as server:
+        auth = bearer(server)
+        for n in range(40):
+            question = f"question {n} " + "x" * 3000
+            created = httpx.post(
+                f"{server.url}/api/ask", json={"question": question, "conversationId": f"d-{n}"}, headers=auth
+            )
+            assert created.status_code == 200
+        database = server.data_dir / "conversations.sqlite3"
+        with closing(sqlite3.connect(database)) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        with database.open("r+b") as file:
+            size = file.seek(0, 2)
+            file.seek(page_size)
+            file.write(b"\xa5" * (size - page_size))  # every page but the schema, as a failing disk might
+        with closing(sqlite3.connect(database)) as db:
+            db.execute("CREATE TABLE touched (x)")  # another writer: the server's cached pages go stale
+
+        listed = httpx.get(f"{server.url}/api/conversations", headers=auth)
+        assert listed.status_code == 503, listed.text
+        assert listed.headers["content-type"] == "application/problem+json"
+        assert listed.headers["retry-after"] == "30"
+        asked = httpx.post(
+            f"{server.url}/api/ask", json={"question": "q", "conversationId": "d-7"}, headers=auth
+        )
+        assert asked.status_code == 503
+        ready = httpx.get(f"{server.url}/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["store"].startswith("unavailable")
+        assert "Traceback" not in server.log()
+
+
+def test_a_damaged_database_is_refused_at_start_up_in_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "conversations.sqlite3").write_bytes(b"SQLite format 3\x00" + b"\xa5" * 8192)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
+    env |= {"ANVIL_DATA_DIR": str(data), "ANVIL_PORT": str(free_port())}
+    ran = subprocess.run(
+        [*anvil_command(), "serve"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert ran.returncode != 0
+    output = ran.stdout + ran.stderr
+    assert "Traceback" not in output
+    (reason,) = [line for line in output.splitlines() if "Anvil cannot start" in line]
+    assert f"{data / 'conversations.sqlite3'} is not a usable SQLite database (" in reason
+    assert reason.endswith("restore it from a backup, or move it away to start with no conversations")

@@ -1,0 +1,182 @@
+"""Generated input against a real `anvil serve`: no 5xx, and every error in Anvil's own shapes.
+
+Schemathesis drives every REST operation from Anvil's own OpenAPI document (valid and invalid
+bodies, queries and paths); Hypothesis drives `/mcp` with generated JSON-RPC envelopes and
+arguments in both protocol eras. Example counts are bounded, so the suite stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schemathesis import Case, GenerationMode
+from support.anvil_server import AnvilServer, run_anvil
+
+from app.main import create_app
+from app.settings import Settings
+
+EXAMPLES = 40
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture(scope="module")
+def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnvilServer]:
+    env = {"ANVIL_ANSWER_ENGINE": "retrieval", "ANVIL_STORE": "sqlite"}
+    with run_anvil(tmp_path_factory.mktemp("fuzz"), env) as server:
+        yield server
+
+
+def rest_cases() -> list[Any]:
+    """(operation, generation mode) for every REST operation of Anvil's OpenAPI document: valid
+    input for each, and invalid input for those that take any."""
+    document = create_app(Settings(answer_engine="echo", store="memory")).openapi()
+    cases = []
+    for result in schemathesis.openapi.from_dict(document).get_all_operations():
+        operation = result.ok()
+        # `/mcp` speaks JSON-RPC, not REST: the second test below generates its messages.
+        if operation.path == "/mcp":
+            continue
+        declared = document["paths"][operation.path][operation.method.lower()]
+        takes_input = bool(declared.get("parameters") or declared.get("requestBody"))
+        for mode in GenerationMode if takes_input else [GenerationMode.POSITIVE]:
+            cases.append(pytest.param(operation, mode, id=f"{operation.label} {mode.value}"))
+    return cases
+
+
+@pytest.mark.parametrize(("operation", "mode"), rest_cases())
+def test_every_rest_operation_answers_generated_input_without_a_5xx(
+    fuzzed: AnvilServer, operation: Any, mode: GenerationMode
+) -> None:
+    headers = {"Authorization": f"Bearer {fuzzed.token('fuzzer')}"}
+
+    @given(operation.as_strategy(mode))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+    def check(case: Case) -> None:
+        response = case.call(base_url=fuzzed.url, headers=headers, timeout=30)
+        assert response.status_code < 500, response.text
+        if response.status_code >= 400:
+            kind = response.headers["content-type"]
+            assert (kind[0] if isinstance(kind, list) else kind) == PROBLEM, response.text
+            problem = response.json()
+            assert problem["status"] == response.status_code and problem["detail"]
+
+    check()
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+TOOLS = st.sampled_from(
+    [
+        "ask",
+        "search",
+        "fetch",
+        "start_conversation",
+        "list_conversations",
+        "get_conversation",
+        "delete_conversation",
+        "nope",
+    ]
+)
+ARGUMENTS = st.dictionaries(
+    st.sampled_from(
+        [
+            "question",
+            "conversationId",
+            "instructions",
+            "clientRequestId",
+            "searchText",
+            "maxResults",
+            "source",
+            "maxChars",
+            "limit",
+            "cursor",
+            "title",
+            "extra",
+        ]
+    ),
+    JSON_VALUES,
+    max_size=4,
+)
+METHODS = st.sampled_from(
+    ["tools/call", "tools/list", "initialize", "ping", "prompts/list", "resources/read", "nope/nope"]
+)
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+@st.composite
+def envelopes(draw: st.DrawFn) -> tuple[Any, dict[str, str]]:
+    """A JSON-RPC message, mostly well-formed, with the headers its era asks for."""
+    modern = draw(st.booleans())
+    method = draw(METHODS)
+    params: Any = (
+        {"name": draw(TOOLS), "arguments": draw(ARGUMENTS)}
+        if method == "tools/call"
+        else draw(st.none() | st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=3))
+    )
+    if modern and isinstance(params, dict) and draw(st.booleans()):
+        params["_meta"] = ENVELOPE
+    message: Any = {"jsonrpc": draw(st.sampled_from(["2.0", "2.0", "1.0"])), "method": method}
+    if draw(st.integers(0, 9)):
+        message["id"] = draw(st.integers() | st.text(max_size=8) | st.none() | st.booleans())
+    if params is not None:
+        message["params"] = params
+    if not draw(st.integers(0, 9)):
+        message = draw(JSON_VALUES)  # anything at all
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if modern:
+        headers["MCP-Protocol-Version"] = "2026-07-28"
+        headers["Mcp-Method"] = method
+        if isinstance(params, dict) and isinstance(params.get("name"), str) and params["name"].isascii():
+            headers["Mcp-Name"] = params["name"]
+    elif draw(st.booleans()):
+        headers["MCP-Protocol-Version"] = "2025-06-18"
+    return message, headers
+
+
+@given(envelopes())
+@settings(
+    max_examples=EXAMPLES * 4,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+def test_the_mcp_endpoint_answers_generated_messages_without_a_5xx(
+    fuzzed: AnvilServer, envelope: tuple[Any, dict[str, str]]
+) -> None:
+    message, headers = envelope
+    headers["Authorization"] = f"Bearer {fuzzed.token('fuzzer')}"
+    response = httpx.post(fuzzed.mcp_url, content=json.dumps(message).encode(), headers=headers, timeout=30)
+    assert response.status_code < 500, response.text
+    kind = response.headers.get("content-type", "")
+    if response.status_code == 202:
+        return
+    if kind.startswith(PROBLEM):
+        assert response.json()["detail"]
+        return
+    assert kind.startswith(("application/json", "text/event-stream")), (response.status_code, kind)
+    if kind.startswith("application/json"):
+        reply = response.json()
+        assert isinstance(reply, dict) and reply.get("jsonrpc") == "2.0"
+        assert ("result" in reply) != ("error" in reply), reply
+        if "error" in reply:
+            assert isinstance(reply["error"]["code"], int) and reply["error"]["message"]
