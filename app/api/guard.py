@@ -15,7 +15,6 @@ import math
 from collections.abc import Sequence
 
 import anyio
-from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -132,7 +131,7 @@ class BodyGuard:
             await too_large(self.max_body_bytes)(scope, receive, send)
             return
         if scope["path"] == MCP_PATH:
-            version = Headers(scope=scope).get("mcp-protocol-version")
+            version = _header(scope, b"mcp-protocol-version")
             if version is not None and version not in SERVED_VERSIONS:
                 await unsupported_version(version, body)(scope, receive, send)
                 return
@@ -166,6 +165,14 @@ def replay_body(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    """The first value of header `name` (lower case), without building a Headers object."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
 
 
 _CHECKED_FIELDS = frozenset({b"host", b"origin", b"content-length"})

@@ -111,7 +111,7 @@ def describe_invalid_arguments(operation: str, error: ValidationError) -> str:
             message = CONVERSATION_ID_RULE
         elif item["type"] == "string_pattern_mismatch" and where == "clientRequestId":
             message = CLIENT_REQUEST_ID_RULE
-        elif item["type"] in ("string_unicode", "unencodable_text"):
+        elif item["type"] == "string_unicode":
             message = UNENCODABLE_TEXT
         elif item["type"] == "extra_forbidden":
             message = "not an argument of this operation; remove it"

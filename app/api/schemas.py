@@ -12,8 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.domain.ask import MAX_FETCH_CHARS, MAX_SEARCH_RESULTS, AskResult
 from app.domain.conversation import (
@@ -26,27 +25,21 @@ from app.domain.conversation import (
 from app.domain.lifecycle import MAX_LIST_LIMIT, MAX_TITLE_CHARS, MAX_TURNS_LIMIT, StartedConversation
 from app.ports import Document, Passage, Usage
 
+#: The longest text any argument may be; the services apply the configured, lower limits.
+MAX_TEXT_CHARS = 32_000
+
 #: How every surface words a text argument that is not valid Unicode.
 UNENCODABLE_TEXT = "contains text that is not valid Unicode (an unpaired surrogate): send valid Unicode text"
 
 
 class Arguments(BaseModel):
-    """Base of every argument model: wire names only, an unknown argument is refused, and so is
-    text that cannot be stored (an unpaired UTF-16 surrogate, which JSON can carry but UTF-8
-    cannot)."""
+    """Base of every argument model: wire names only, and an unknown argument is refused.
+
+    Every text field carries a constraint (a length or a pattern), which also makes pydantic
+    refuse text that cannot be stored: an unpaired UTF-16 surrogate, which JSON can carry but
+    UTF-8 cannot (`string_unicode`, worded as `UNENCODABLE_TEXT`)."""
 
     model_config = ConfigDict(extra="forbid")
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _storable_text(cls, value: Any) -> Any:
-        # Constrained strings are refused by pydantic itself (`string_unicode`); this covers the rest.
-        if isinstance(value, str):
-            try:
-                value.encode()
-            except UnicodeEncodeError:
-                raise PydanticCustomError("unencodable_text", UNENCODABLE_TEXT) from None
-        return value
 
 
 def conversation_id_field(description: str) -> Any:
@@ -70,6 +63,7 @@ class AskInput(Arguments):
     )
     instructions: str | None = Field(
         None,
+        max_length=MAX_TEXT_CHARS,
         description=(
             "Instructions for the whole conversation (tone, audience, format). Only when the "
             "conversation is created: passing them for an existing one is an error."
@@ -126,7 +120,9 @@ class StartInput(Arguments):
     model_config = ConfigDict(title="StartConversationArguments")
 
     instructions: str | None = Field(
-        None, description="Instructions the answer engine follows on every turn of the conversation."
+        None,
+        max_length=MAX_TEXT_CHARS,
+        description="Instructions the answer engine follows on every turn of the conversation.",
     )
     title: str | None = Field(
         None,

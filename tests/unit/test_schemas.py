@@ -40,3 +40,26 @@ def test_ask_content_carries_every_field_with_scores_rounded() -> None:
         "usage": None,
     }
     assert AskOutput.of(RESULTS["one-shot"]).model_dump(mode="json")["conversationId"] is None
+
+
+def test_every_text_argument_refuses_text_that_is_not_valid_unicode() -> None:
+    from pydantic import BaseModel, ValidationError
+
+    from app.api.operations import OPERATIONS
+
+    checked = 0
+    for operation in OPERATIONS:
+        model: type[BaseModel] = operation.arguments
+        for name, field in model.model_fields.items():
+            if "str" not in str(field.annotation):
+                continue
+            wire = field.alias or name
+            try:
+                model.model_validate({wire: "a\ud800"})
+            except ValidationError as error:
+                kinds = {(e["loc"][0], e["type"]) for e in error.errors()}
+                assert (wire, "string_unicode") in kinds, (operation.name, wire, kinds)
+            else:
+                raise AssertionError(f"{operation.name}.{wire} accepted an unpaired surrogate")
+            checked += 1
+    assert checked >= 10
