@@ -115,18 +115,26 @@ class BodyGuard:
         ):
             await self.app(scope, receive, send)
             return
-        with anyio.move_on_after(self.deadline) as timer:
-            body = await read_body(receive, limit=self.max_body_bytes)
-        if timer.cancelled_caught:
-            seconds = f"{self.deadline:g} second{'' if math.isclose(self.deadline, 1) else 's'}"
-            await problem_response(
-                408,
-                f"The request body did not arrive within {seconds}; send it at once, then retry.",
-                kind="timeout",
-                # Whatever is still in flight of this body cannot be told from the next request.
-                headers={"Connection": "close"},
-            )(scope, receive, send)
-            return
+        first = await receive()
+        body: bytes | None = first.get("body", b"") if first["type"] == "http.request" else b""
+        if body is not None and len(body) > self.max_body_bytes:
+            body = None
+        elif first["type"] == "http.request" and first.get("more_body", False):
+            # Only a body that did not come whole with the headers needs the deadline (a timer
+            # costs more than the rest of this check).
+            with anyio.move_on_after(self.deadline) as timer:
+                rest = await read_body(receive, limit=self.max_body_bytes - len(body or b""))
+            if timer.cancelled_caught:
+                seconds = f"{self.deadline:g} second{'' if math.isclose(self.deadline, 1) else 's'}"
+                await problem_response(
+                    408,
+                    f"The request body did not arrive within {seconds}; send it at once, then retry.",
+                    kind="timeout",
+                    # Whatever is still in flight of this body cannot be told from the next request.
+                    headers={"Connection": "close"},
+                )(scope, receive, send)
+                return
+            body = None if rest is None else (body or b"") + rest
         if body is None:
             await too_large(self.max_body_bytes)(scope, receive, send)
             return

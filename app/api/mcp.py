@@ -12,7 +12,6 @@ stateless `StreamableHTTPSessionManager`, and `add_request_handler` for the one 
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -38,13 +37,13 @@ from mcp_types import (
     Tool,
     ToolAnnotations,
 )
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import app
 from app.api import spec_fixes
 from app.api.guard import read_body, replay_body
 from app.api.operations import OPERATIONS, Call, Operation
+from app.api.progress import wants_progress
 from app.api.signin import principal_of
 from app.errors import AnvilError
 from app.observability import mcp_spans_wanted
@@ -200,11 +199,12 @@ def mcp_endpoint(
     bodies): the SDK's JSON request manager, behind the single-exchange fast path when it is on;
     a request that asks for progress goes to the SDK's `streaming` manager instead."""
     sdk: ASGIApp = StreamableHTTPASGIApp(manager)
+    streams: ASGIApp = StreamableHTTPASGIApp(streaming)
     if settings.mcp_single_exchange:
         from app.api.single_exchange import SingleExchange
 
-        sdk = SingleExchange(server, fallback=sdk)
-    return ProgressStreams(sdk, StreamableHTTPASGIApp(streaming))
+        return SingleExchange(server, fallback=sdk, streaming=streams)
+    return ProgressStreams(sdk, streams)
 
 
 class ProgressStreams:
@@ -219,18 +219,3 @@ class ProgressStreams:
         body = await read_body(receive) or b""
         target = self.streaming if wants_progress(scope, body) else self.default
         await target(scope, replay_body(body, receive), send)
-
-
-def wants_progress(scope: Scope, body: bytes) -> bool:
-    """Whether the POST is a request with `params._meta.progressToken` from a client that reads SSE."""
-    # The body test first: nearly every request has no token, and it is the cheaper one.
-    if b"progressToken" not in body or "text/event-stream" not in Headers(scope=scope).get("accept", ""):
-        return False
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return False
-    params = message.get("params") if isinstance(message, dict) else None
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    token = meta.get("progressToken") if isinstance(meta, dict) else None
-    return isinstance(token, str | int) and not isinstance(token, bool) and "id" in message

@@ -10,7 +10,9 @@ handlers, middleware, validation and result shapes, and answered as the SDK answ
   walk of the tool's input schema for `Mcp-Param-*` headers when it declares none, and without
   validating the envelope and the reply through models a second time.
 
-Everything else, and any request that is not plainly shaped (a notification, a batch, an
+A request that asks for progress (a `progressToken` from a client that reads SSE) goes to
+`streaming`, the SDK's streaming request manager. Everything else, and any request that is not
+plainly shaped (a notification, a batch, an
 `Mcp-Param-*` header, a repeated routing header, an envelope the SDK rejects), goes to
 `fallback`, the SDK's request manager, untouched. Tests keep both paths answering byte for byte
 alike, and the whole suite also runs with this module switched off.
@@ -51,6 +53,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.guard import read_body, replay_body
+from app.api.progress import wants_progress
 
 #: Methods served as a single exchange; they need no session state.
 METHODS = frozenset({"tools/call", "tools/list"})
@@ -91,9 +94,11 @@ class RequestContext:
 class SingleExchange:
     """ASGI app: serves a plain `tools/call` or `tools/list` itself, anything else via `fallback`."""
 
-    def __init__(self, server: Server[Any], *, fallback: ASGIApp) -> None:
+    def __init__(self, server: Server[Any], *, fallback: ASGIApp, streaming: ASGIApp | None = None) -> None:
         self.server = server
         self.fallback = fallback
+        #: Where a request that asks for progress goes (the SDK's streaming manager).
+        self.streaming = streaming
         # Tool name -> whether its input schema declares `x-mcp-header`s (then the SDK must check
         # the `Mcp-Param-*` headers). Tools are fixed when the server is built.
         self._declares_param_headers: dict[str, bool] = {}
@@ -102,10 +107,13 @@ class SingleExchange:
         headers = Headers(scope=scope)
         version = headers.get("mcp-protocol-version")
         modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
-        if modern and _unusual_modern_headers(scope["headers"]):
-            await self.fallback(scope, receive, send)
-            return
         body = await read_body(receive) or b""
+        if self.streaming is not None and wants_progress(scope, body):
+            await self.streaming(scope, replay_body(body, receive), send)
+            return
+        if modern and _unusual_modern_headers(scope["headers"]):
+            await self.fallback(scope, replay_body(body, receive), send)
+            return
         message = plain_request(headers, body)
         route = self._modern_route(headers, message) if modern and message else None
         if message is None or (modern and route is None):
