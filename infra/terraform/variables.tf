@@ -21,7 +21,7 @@ variable "tags" {
 }
 
 variable "image" {
-  description = "Container image to run, e.g. `myregistry.azurecr.io/anvil:0.2.0` (built from the repository's Dockerfile)."
+  description = "Container image to run, e.g. `myregistry.azurecr.io/anvil:0.3.0` (built from the repository's Dockerfile)."
   type        = string
 }
 
