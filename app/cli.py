@@ -67,8 +67,13 @@ def serve(args: argparse.Namespace) -> int:
 
     configure_logging(settings)
     from app.main import create_app
+    from app.telemetry import TelemetryError
 
-    api = create_app(settings)
+    try:
+        api = create_app(settings)
+    except TelemetryError as error:
+        print(f"anvil: invalid telemetry configuration: {error}", file=sys.stderr)
+        return 2
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
@@ -86,6 +91,8 @@ def serve(args: argparse.Namespace) -> int:
         port=settings.port,
         lifespan="on",
         log_level=settings.log_level,
+        # uvicorn's loggers propagate to the root handler `configure_logging` set up (JSON lines).
+        log_config=None,
         access_log=False,
         server_header=False,
         proxy_headers=False,

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import app
 from app.adapters.auth.setup import open_auth, protected_resource_metadata
+from app.api.access import RequestTelemetry
 from app.api.guard import MCP_PATH, BodyGuard, RequestGuard
 from app.api.mcp import build_mcp_server, mcp_endpoint, session_manager
 from app.api.problems import install_problem_handlers
@@ -31,6 +32,8 @@ from app.domain.lifecycle import ConversationService
 from app.ports import AnswerEngine, ConversationStore
 from app.runtime import Runtime
 from app.settings import Settings
+from app.telemetry import Telemetry, TracedEngine, TracedStore
+from app.telemetry import start as start_telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -74,11 +77,20 @@ async def open_engine(settings: Settings, stack: AsyncExitStack) -> AnswerEngine
     return engine
 
 
-async def open_runtime(settings: Settings, stack: AsyncExitStack) -> Runtime:
-    """Open the store, the answer engine and sign-in; `stack` closes them again."""
-    store = await open_store(settings)
+async def open_runtime(
+    settings: Settings, stack: AsyncExitStack, telemetry: Telemetry | None = None
+) -> Runtime:
+    """Open the store, the answer engine and sign-in; `stack` closes them again. With
+    `telemetry`, the store and the engine are traced."""
+    store: ConversationStore = await open_store(settings)
     stack.push_async_callback(store.aclose)
     engine = await open_engine(settings, stack)
+    if telemetry is not None:
+        store = TracedStore(store, telemetry, settings.store)
+        model = settings.openai_model if settings.answer_engine == "openai" else None
+        if settings.answer_engine == "azure-openai":
+            model = settings.azure_openai_deployment
+        engine = TracedEngine(engine, telemetry, model)
     auth = await open_auth(settings)
     if auth.aclose is not None:
         stack.push_async_callback(auth.aclose)
@@ -107,6 +119,7 @@ async def open_runtime(settings: Settings, stack: AsyncExitStack) -> Runtime:
         verifier=auth.verifier,
         resource_metadata=protected_resource_metadata(settings, auth) if auth.verifier is not None else None,
         readiness=readiness,
+        telemetry=telemetry,
     )
 
 
@@ -132,15 +145,19 @@ class StartupFailures:
         await self.app(scope, receive, report)
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, telemetry: Telemetry | None = None) -> FastAPI:
     """Build Anvil for `settings` (read from the environment when omitted).
 
     Requests pass, outermost first: `RequestGuard` (Host, Origin, method, declared size),
     `BearerAuthMiddleware` (sign-in for `/mcp` and `/api/`), `BodyGuard` (the body within its
     deadline and size, the protocol version), then the routes: `/mcp` (the MCP endpoint) and the
     REST routes generated from the same operations.
+
+    Telemetry starts from the environment (`app.telemetry.start`) unless `telemetry` is given.
     """
     settings = settings or Settings()
+    # Before the MCP server is built: with a tracer provider configured, it keeps the SDK's spans.
+    telemetry = telemetry or start_telemetry(settings)
     server = build_mcp_server(settings)
     manager = session_manager(server, settings)
     streaming = session_manager(server, settings, streaming=True)
@@ -148,8 +165,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
+            if telemetry is not None:
+                # Last out: whatever the shutdown logs and records is still exported.
+                stack.callback(telemetry.shutdown)
             try:
-                runtime = await open_runtime(settings, stack)
+                runtime = await open_runtime(settings, stack, telemetry)
             except Exception as error:
                 # Said in one line by `StartupFailures`: a configuration or storage problem, which
                 # the operator fixes from the message, not from a traceback.
@@ -172,6 +192,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
+        # FastAPI's own spans record `url.path` and `url.query`, which carry conversation ids and
+        # search text; `RequestTelemetry` records the route template instead. Off, FastAPI also
+        # skips looking for providers on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     add_routes(api, settings)
     # An ASGI app as a route endpoint: any method reaches it (the guard answers 405 first). It
@@ -194,6 +218,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_body_bytes=settings.max_body_bytes,
     )
     install_problem_handlers(api)
+    if telemetry is not None or settings.access_log:
+        # Outside the 500 handler, so a crash is seen with the status the client got.
+        api.add_middleware(
+            RequestTelemetry, telemetry=telemetry, access_log=settings.access_log, routes=api.router.routes
+        )
     api.add_middleware(StartupFailures, state=api.state)
 
     def openapi() -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""Logging for `anvil serve`, with every token-shaped string scrubbed before it is written, and
-whether MCP requests get OpenTelemetry spans.
+"""Logging for `anvil serve` (JSON lines by default, with the trace of the span they were logged
+in), with every token-shaped string scrubbed before it is written, and whether MCP requests get
+OpenTelemetry spans.
 
 Anvil itself never logs a token, but libraries log what they are given (a tool's error text, an
 exception message quoting a header), so a filter on every handler removes anything that looks
@@ -9,8 +10,11 @@ after `Bearer`, and `access_token=`-style parameters.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import sys
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,10 +80,63 @@ def install_redactor(target: logging.Handler | logging.Logger) -> None:
         target.addFilter(TokenRedactor())
 
 
+#: Attributes of every record; anything else on a record was passed as `extra` and is kept.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message, the trace and span ids of the
+    span it was logged in (if any), the exception, and the record's `extra` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        event: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        context = _span_context()
+        if context is not None:
+            event["trace_id"], event["span_id"] = context
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                event[key] = (
+                    value if isinstance(value, str | int | float | bool) or value is None else str(value)
+                )
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            event["exception"] = record.exc_text
+        return json.dumps(event, ensure_ascii=False)
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return time.strftime(datefmt or "%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+
+
+def _span_context() -> tuple[str, str] | None:
+    """The current span's trace and span ids in hex, or None outside a recorded span."""
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return f"{context.trace_id:032x}", f"{context.span_id:016x}"
+
+
 def configure_logging(settings: Settings) -> None:
-    """Root logging at `ANVIL_LOG_LEVEL` to stderr, with tokens redacted from every record."""
-    logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT)
+    """Root logging at `ANVIL_LOG_LEVEL`, with tokens redacted from every record: JSON lines on
+    standard output (`ANVIL_LOG_FORMAT=json`, the default), or plain text on standard error."""
     root = logging.getLogger()
+    if settings.log_format == "json":
+        handler: logging.Handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(settings.log_level.upper())
     for handler in root.handlers:
         install_redactor(handler)
     # A filter on a logger sees only records logged on that logger itself, so each of uvicorn's

@@ -14,6 +14,7 @@ from app.domain.ask import AskService
 from app.domain.lifecycle import ConversationService
 from app.ports import Verifier
 from app.settings import Settings
+from app.telemetry import Telemetry
 
 
 @dataclass
@@ -28,6 +29,8 @@ class Runtime:
     #: The RFC 9728 protected-resource document; None when sign-in is off.
     resource_metadata: dict[str, object] | None = None
     readiness: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
+    #: None unless an exporter is configured (`app.telemetry`).
+    telemetry: Telemetry | None = None
 
 
 def runtime_of(scope: Mapping[str, Any]) -> Runtime:

@@ -254,6 +254,24 @@ class Settings(BaseSettings):
         ),
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    log_format: Literal["json", "text"] = Field(
+        "json", description="`json`: one JSON object per line on standard output; `text`: plain lines."
+    )
+    access_log: bool = Field(True, description="Log one line per request: method, route, status, duration.")
+    telemetry_aad_auth: bool = Field(
+        False,
+        description="Send to Application Insights signed in with the managed identity (`AZURE_CLIENT_ID`).",
+    )
+    telemetry_capture_content: bool = Field(
+        False, description="Put questions and answers on the answer engine's spans (off: never exported)."
+    )
+    telemetry_pseudonym_key: SecretStr | None = Field(
+        None,
+        description=(
+            "Key of the hashes that stand for user and conversation ids in telemetry; the same on "
+            "every replica to correlate them. Unset: a random key per process."
+        ),
+    )
     mcp_spans: Literal["auto", "on", "off"] = Field(
         "auto",
         description=(

@@ -36,7 +36,7 @@ from app.api.schemas import (
 from app.domain.ask import CLIENT_REQUEST_ID_RULE, AskRequest
 from app.domain.conversation import CONVERSATION_ID_RULE
 from app.domain.principal import Principal
-from app.errors import InvalidInput
+from app.errors import AnvilError, InvalidInput
 from app.ports import Progress
 from app.runtime import Runtime
 from app.settings import Settings
@@ -126,7 +126,25 @@ def describe_invalid_arguments(operation: str, error: ValidationError) -> str:
 
 async def ask(call: Call, args: AskInput) -> AskOutput:
     request = AskRequest(args.question, args.conversation_id, args.instructions, args.client_request_id)
-    return AskOutput.of(await call.runtime.service.ask(call.principal, request, progress=call.progress))
+    telemetry = call.runtime.telemetry
+    if telemetry is None:
+        return AskOutput.of(await call.runtime.service.ask(call.principal, request, progress=call.progress))
+    instruments = telemetry.instruments
+    try:
+        result = await call.runtime.service.ask(call.principal, request, progress=call.progress)
+    except AnvilError as error:
+        instruments.asks.add(1, {"anvil.ask.outcome": "refused", "error.type": error.kind})
+        raise
+    if result.conversation_id is None:
+        outcome = "one_shot"
+    elif result.note is not None and result.note.startswith("Replayed"):
+        outcome = "replayed"
+    else:
+        outcome = "created" if result.created else "continued"
+    instruments.asks.add(1, {"anvil.ask.outcome": outcome})
+    if result.condensed:
+        instruments.condensed.add(1)
+    return AskOutput.of(result)
 
 
 async def search(call: Call, args: SearchInput) -> SearchOutput:

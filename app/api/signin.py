@@ -19,6 +19,7 @@ from app.domain.principal import Principal
 from app.errors import AuthError, InvalidInput, Unavailable, error_response, problem_response
 from app.ports import Verifier
 from app.runtime import runtime_of
+from app.telemetry import Telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -52,15 +53,23 @@ class BearerAuthMiddleware:
             )
             await error_response(refusal)(scope, receive, send)
             return
-        verifier = runtime_of(scope).verifier
+        runtime = runtime_of(scope)
+        verifier = runtime.verifier
         if verifier is None:
             state["principal"] = None
             await self.app(scope, receive, send)
             return
         authorization = credentials[0] if credentials else None
+        telemetry = runtime.telemetry
         try:
-            state["principal"] = await self._verify(authorization, verifier)
+            if telemetry is None:
+                state["principal"] = await self._verify(authorization, verifier)
+            else:
+                state["principal"] = await self._traced_verify(authorization, verifier, telemetry)
         except AuthError as error:
+            if telemetry is not None:
+                reason = error.error if authorization is not None else "missing_token"
+                telemetry.instruments.sign_in_failures.add(1, {"error.type": reason})
             await self._refuse(error, token_sent=authorization is not None)(scope, receive, send)
             return
         except Unavailable as error:
@@ -80,6 +89,24 @@ class BearerAuthMiddleware:
         if not token:
             raise AuthError.invalid("The Authorization header carries an empty bearer token.")
         return await verifier.verify(token)
+
+    async def _traced_verify(
+        self, authorization: str | None, verifier: Verifier, telemetry: Telemetry
+    ) -> Principal:
+        """`_verify` in a span that records the outcome and the caller's pseudonym, never the token."""
+        from opentelemetry.trace import Status, StatusCode
+
+        with telemetry.tracer.start_as_current_span("sign_in") as span:
+            try:
+                principal = await self._verify(authorization, verifier)
+            except AuthError as error:
+                span.set_attribute("anvil.sign_in.outcome", "refused")
+                span.set_attribute("error.type", error.error)
+                span.set_status(Status(StatusCode.ERROR, error.error))
+                raise
+            span.set_attribute("anvil.sign_in.outcome", "signed_in")
+            span.set_attribute("anvil.user", telemetry.pseudonym(principal.oid))
+            return principal
 
     def _refuse(self, error: AuthError, *, token_sent: bool) -> Response:
         params = [f'resource_metadata="{self.resource_metadata_url}"']

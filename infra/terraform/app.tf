@@ -23,6 +23,14 @@ resource "azurerm_role_assignment" "acr_pull" {
   principal_type       = "ServicePrincipal"
 }
 
+# Lets the app's identity send telemetry to Application Insights with Entra ID authentication.
+resource "azurerm_role_assignment" "telemetry_publisher" {
+  scope                = azurerm_application_insights.anvil.id
+  role_definition_name = "Monitoring Metrics Publisher"
+  principal_id         = azurerm_user_assigned_identity.anvil.principal_id
+  principal_type       = "ServicePrincipal"
+}
+
 resource "azurerm_container_app" "anvil" {
   name                         = local.app_name
   container_app_environment_id = azurerm_container_app_environment.anvil.id
@@ -128,6 +136,15 @@ resource "azurerm_container_app" "anvil" {
       env {
         name  = "AZURE_CLIENT_ID"
         value = azurerm_user_assigned_identity.anvil.client_id
+      }
+      # Traces, metrics and logs to Application Insights, sent as the managed identity.
+      env {
+        name  = "APPLICATIONINSIGHTS_CONNECTION_STRING"
+        value = azurerm_application_insights.anvil.connection_string
+      }
+      env {
+        name  = "ANVIL_TELEMETRY_AAD_AUTH"
+        value = "true"
       }
 
       # A replica builds its retrieval index before it listens; give it up to a minute.

@@ -169,3 +169,45 @@ async def test_a_write_applied_but_answered_503_is_stored_once_and_not_a_conflic
 
     assert cosmos_server.counts()[op] == 2
     assert await cosmos_store.get("oid-1", "conv-1") == (written, etag)
+
+
+@pytest.mark.anyio
+async def test_traced_operations_carry_the_request_charge_cosmos_reports(cosmos_server: CosmosServer) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from app.telemetry import Telemetry, TracedStore
+
+    spans, metrics = InMemorySpanExporter(), InMemoryMetricReader()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    telemetry = Telemetry(
+        tracer_provider.get_tracer("anvil"),
+        MeterProvider(metric_readers=[metrics]).get_meter("anvil"),
+        pseudonym_key=b"k" * 32,
+    )
+    clock = FakeClock()
+    opened = await CosmosStore.open(cosmos_settings(cosmos_server, f"charged-{uuid.uuid4().hex[:12]}"), clock)
+    store = TracedStore(opened, telemetry, "cosmos")
+    try:
+        await store.create(make_conversation(clock))
+        assert await store.get("oid-1", "conv-1") is not None
+        assert await store.count("oid-1", "tenant-1") == 1
+    finally:
+        await store.aclose()
+    charged = {
+        s.name: (s.attributes or {}).get("azure.cosmosdb.operation.request_charge")
+        for s in spans.get_finished_spans()
+    }
+    # The test server charges 1 request unit for every data request.
+    assert charged == {"create conversations": 1.0, "get conversations": 1.0, "count conversations": 1.0}
+    data = metrics.get_metrics_data()
+    names = (
+        {m.name for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+        if data
+        else set()
+    )
+    assert "azure.cosmosdb.client.operation.request_charge" in names

@@ -283,3 +283,20 @@ def test_gateway_telemetry_logs_no_headers() -> None:
 def test_outputs_name_the_urls_and_ids_operators_need() -> None:
     outputs = {name for block in configuration()["output"] for name in block}
     assert {"app_url", "apim_url", "cosmos_endpoint", "identity_client_id"} <= outputs
+
+
+def test_the_app_sends_telemetry_to_application_insights_as_its_identity() -> None:
+    env = app_env()
+    assert (
+        env["APPLICATIONINSIGHTS_CONNECTION_STRING"]
+        == "${azurerm_application_insights.anvil.connection_string}"
+    )
+    assert env["ANVIL_TELEMETRY_AAD_AUTH"] == "true"
+    assert env["AZURE_CLIENT_ID"] == "${azurerm_user_assigned_identity.anvil.client_id}"
+    publisher = blocks("resource", "azurerm_role_assignment")["telemetry_publisher"]
+    assert publisher["role_definition_name"] == "Monitoring Metrics Publisher"
+    assert publisher["scope"] == "${azurerm_application_insights.anvil.id}"
+    assert publisher["principal_id"] == "${azurerm_user_assigned_identity.anvil.principal_id}"
+    # Every ANVIL_ variable the app gets names a setting Anvil has.
+    names = [name.removeprefix("ANVIL_").lower() for name in env if name.startswith("ANVIL_")]
+    assert all(name in Settings.model_fields for name in names)

@@ -30,6 +30,12 @@ ENVELOPE = {
 }
 
 
+def logged_messages(output: str) -> list[str]:
+    """The messages of the JSON log lines in `output` (every line of it is one)."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    return [json.loads(line)["message"] for line in lines]
+
+
 def bearer(server: AnvilServer) -> dict[str, str]:
     return {"Authorization": f"Bearer {server.token('mallory')}"}
 
@@ -111,7 +117,7 @@ def test_an_unusable_data_folder_stops_start_up_with_one_line(tmp_path: Path) ->
     assert ran.returncode != 0
     output = ran.stdout + ran.stderr
     assert "Traceback" not in output
-    (reason,) = [line for line in output.splitlines() if "Anvil cannot start" in line]
+    (reason,) = [message for message in logged_messages(output) if "Anvil cannot start" in message]
     assert reason.endswith(
         f"the data folder {tmp_path / 'data'} cannot be used (File exists): "
         "set ANVIL_DATA_DIR to a folder Anvil can write to"
@@ -218,6 +224,6 @@ def test_a_damaged_database_is_refused_at_start_up_in_one_line(tmp_path: Path) -
     assert ran.returncode != 0
     output = ran.stdout + ran.stderr
     assert "Traceback" not in output
-    (reason,) = [line for line in output.splitlines() if "Anvil cannot start" in line]
+    (reason,) = [message for message in logged_messages(output) if "Anvil cannot start" in message]
     assert f"{data / 'conversations.sqlite3'} is not a usable SQLite database (" in reason
     assert reason.endswith("restore it from a backup, or move it away to start with no conversations")

@@ -85,6 +85,19 @@ class CosmosStore:
         self._container = container
         self._clock = clock
         self._close = close
+        #: Keyword arguments every data request gets: the request-charge hook, once observed.
+        self._hooks: dict[str, Any] = {}
+
+    def observe_request_charges(self, callback: Callable[[float], None]) -> None:
+        """Call `callback` with the request units of every data request (each page of a query),
+        from the response's `x-ms-request-charge`, through the SDK's `response_hook`."""
+
+        def hook(headers: Mapping[str, Any], _: object) -> None:
+            charge = headers.get("x-ms-request-charge")
+            if charge is not None:
+                callback(float(charge))
+
+        self._hooks = {"response_hook": hook}
 
     @classmethod
     async def open(cls, settings: Settings, clock: Callable[[], float] = time.time) -> CosmosStore:
@@ -165,7 +178,9 @@ class CosmosStore:
         c = conversation
         body = self._body(c)
         try:
-            written = await _send(self._container.create_item(body=body), CosmosResourceExistsError)
+            written = await _send(
+                self._container.create_item(body=body, **self._hooks), CosmosResourceExistsError
+            )
         except CosmosResourceExistsError:
             existing = await self._read(c.oid, c.key)
             if existing is None:
@@ -271,7 +286,9 @@ class CosmosStore:
         query = f"SELECT VALUE COUNT(1) FROM c WHERE {_LIVE}"
 
         async def collect() -> int:
-            items = self._container.query_items(query=query, parameters=parameters, partition_key=oid)
+            items = self._container.query_items(
+                query=query, parameters=parameters, partition_key=oid, **self._hooks
+            )
             return sum([int(value) async for value in items])
 
         return await _send(collect())
@@ -345,7 +362,8 @@ class CosmosStore:
 
         try:
             document: dict[str, Any] = await _send(
-                self._container.read_item(item=key, partition_key=oid), CosmosResourceNotFoundError
+                self._container.read_item(item=key, partition_key=oid, **self._hooks),
+                CosmosResourceNotFoundError,
             )
         except CosmosResourceNotFoundError:
             return None
@@ -359,7 +377,11 @@ class CosmosStore:
         try:
             written: dict[str, Any] = await _send(
                 self._container.replace_item(
-                    item=key, body=body, etag=etag, match_condition=MatchConditions.IfNotModified
+                    item=key,
+                    body=body,
+                    etag=etag,
+                    match_condition=MatchConditions.IfNotModified,
+                    **self._hooks,
                 ),
                 CosmosResourceNotFoundError,
                 CosmosAccessConditionFailedError,
@@ -384,7 +406,7 @@ class CosmosStore:
         if etag is not None:
             conditions = {"etag": etag, "match_condition": MatchConditions.IfNotModified}
         await _send(
-            self._container.delete_item(item=key, partition_key=oid, **conditions),
+            self._container.delete_item(item=key, partition_key=oid, **conditions, **self._hooks),
             CosmosResourceNotFoundError,
             CosmosAccessConditionFailedError,
         )
@@ -393,7 +415,9 @@ class CosmosStore:
         """Every row of a query scoped to the user's partition."""
 
         async def collect() -> _Rows:
-            items = self._container.query_items(query=query, parameters=parameters, partition_key=oid)
+            items = self._container.query_items(
+                query=query, parameters=parameters, partition_key=oid, **self._hooks
+            )
             return [dict(item) async for item in items]
 
         return await _send(collect())

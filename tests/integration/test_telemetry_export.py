@@ -1,0 +1,161 @@
+"""A real `anvil serve` exporting its telemetry: over OTLP/HTTP to a local receiver that decodes
+the protobuf, and to a local Application Insights ingestion endpoint named in the connection
+string. One `ask` is one trace; metrics and logs arrive; no token or question text is exported."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support.anvil_server import AnvilServer, run_anvil
+from support.telemetry_receivers import (
+    AZURE_EXPORTER_QUIET_ENV,
+    AzureIngestion,
+    OtlpReceiver,
+    running_azure_ingestion,
+    running_otlp_receiver,
+)
+
+QUESTION = "Which cobalt-heron rule applies here?"
+FAST_EXPORT = {
+    "OTEL_METRIC_EXPORT_INTERVAL": "200",
+    "OTEL_BSP_SCHEDULE_DELAY": "50",
+    "OTEL_BLRP_SCHEDULE_DELAY": "50",
+}
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def ask(server: AnvilServer, token: str, arguments: dict[str, Any]) -> httpx.Response:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "ask", "arguments": arguments, "_meta": ENVELOPE},
+    }
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "ask",
+        "Authorization": f"Bearer {token}",
+    }
+    return httpx.post(server.mcp_url, json=body, headers=headers, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def otlp() -> Iterator[OtlpReceiver]:
+    with running_otlp_receiver() as receiver:
+        yield receiver
+
+
+@pytest.fixture(scope="module")
+def exporting(tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver) -> Iterator[AnvilServer]:
+    env = {
+        "ANVIL_ANSWER_ENGINE": "echo",
+        "ANVIL_LOG_LEVEL": "info",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url,
+        **FAST_EXPORT,
+    }
+    with run_anvil(tmp_path_factory.mktemp("otlp"), env) as server:
+        yield server
+
+
+def test_one_ask_is_one_trace_with_request_sign_in_store_and_engine_spans(
+    exporting: AnvilServer, otlp: OtlpReceiver
+) -> None:
+    token = exporting.token("alice")
+    response = ask(exporting, token, {"question": QUESTION, "conversationId": "otlp-1"})
+    assert response.json()["result"]["isError"] is False
+
+    def complete(receiver: OtlpReceiver) -> bool:
+        names = {span.name for span in receiver.spans()}
+        return {"POST /mcp", "sign_in", "create conversations", "answer echo"} <= names
+
+    assert otlp.wait_for(complete, timeout=20), sorted({s.name for s in otlp.spans()})
+    (server,) = [span for span in otlp.spans() if span.name == "POST /mcp"]
+    trace = [span for span in otlp.spans() if span.trace_id == server.trace_id]
+    names = {span.name for span in trace}
+    assert {"sign_in", "get conversations", "create conversations", "answer echo"} <= names
+    assert server.parent_span_id == ""
+    assert server.resource["service.name"] == "anvil"
+    assert server.attributes["http.route"] == "/mcp"
+    assert server.attributes["http.response.status_code"] == 200
+    # The MCP SDK's own span for the request joins the same trace.
+    assert any(span.scope.startswith("mcp") for span in trace), sorted((s.scope, s.name) for s in trace)
+
+
+def test_metrics_and_logs_arrive_and_the_logs_carry_the_trace(
+    exporting: AnvilServer, otlp: OtlpReceiver
+) -> None:
+    token = exporting.token("bob")
+    ask(exporting, token, {"question": QUESTION, "conversationId": "otlp-2"})
+
+    def exported(receiver: OtlpReceiver) -> bool:
+        metric_names = {metric.name for metric in receiver.metrics()}
+        access = [log for log in receiver.logs() if log.attributes.get("http.route") == "/mcp"]
+        return {"anvil.asks", "anvil.turns", "http.server.request.duration"} <= metric_names and bool(access)
+
+    assert otlp.wait_for(exported, timeout=20), sorted({m.name for m in otlp.metrics()})
+    access = [log for log in otlp.logs() if log.attributes.get("http.route") == "/mcp"]
+    traced = {span.trace_id for span in otlp.spans() if span.name == "POST /mcp"}
+    assert any(log.trace_id in traced for log in access)
+    outcomes = {
+        point.attributes.get("anvil.ask.outcome")
+        for metric in otlp.metrics("anvil.asks")
+        for point in metric.points
+    }
+    assert "created" in outcomes
+
+
+def test_no_token_and_no_question_text_is_exported(exporting: AnvilServer, otlp: OtlpReceiver) -> None:
+    token = exporting.token("carol")
+    answer = ask(exporting, token, {"question": QUESTION, "conversationId": "otlp-secret-3"}).json()
+    text = answer["result"]["structuredContent"]["answer"]
+    assert otlp.wait_for(
+        lambda r: any(s.name == "answer echo" for s in r.spans()) and bool(r.logs()), timeout=20
+    )
+    otlp.wait_for(lambda r: False, timeout=0.5)  # let the batch with this ask's spans go out
+    everything = b"".join(body for _, body in otlp.raw_bodies())
+    for secret in (token, QUESTION, "cobalt-heron", text, "otlp-secret-3"):
+        assert secret.encode() not in everything, secret
+
+
+@pytest.fixture(scope="module")
+def ingestion() -> Iterator[AzureIngestion]:
+    with running_azure_ingestion() as receiver:
+        yield receiver
+
+
+def test_application_insights_receives_requests_dependencies_and_logs(
+    tmp_path: Path, ingestion: AzureIngestion
+) -> None:
+    env = {
+        "ANVIL_ANSWER_ENGINE": "echo",
+        "APPLICATIONINSIGHTS_CONNECTION_STRING": ingestion.connection_string,
+        # The exporter's own reports to Microsoft stay off in tests (no network here).
+        **AZURE_EXPORTER_QUIET_ENV,
+        **FAST_EXPORT,
+    }
+    with run_anvil(tmp_path / "azure", env) as server:
+        token = server.token("dave")
+        assert ask(server, token, {"question": QUESTION, "conversationId": "ai-1"}).status_code == 200
+
+        def arrived(receiver: AzureIngestion) -> bool:
+            kinds = {envelope["name"] for envelope in receiver.envelopes()}
+            return {
+                "Microsoft.ApplicationInsights.Request",
+                "Microsoft.ApplicationInsights.RemoteDependency",
+            } <= kinds
+
+        assert ingestion.wait_for(arrived, timeout=30), sorted({e["name"] for e in ingestion.envelopes()})
+    requests = ingestion.envelopes("Microsoft.ApplicationInsights.Request")
+    assert any(e["data"]["baseData"]["name"] == "POST /mcp" for e in requests)
+    everything = b"".join(body for _, body in ingestion.raw_bodies())
+    assert token.encode() not in everything and QUESTION.encode() not in everything
+    assert all(path.startswith(("/v2.1/track", "/QuickPulseService.svc")) for path in ingestion.paths())
