@@ -59,6 +59,9 @@ class TokenRedactor(logging.Filter):
     """Scrubs token-shaped strings from a record's message, arguments, traceback and stack."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "_clean", False):
+            # Built only from values Anvil chose (the access log): nothing to scrub.
+            return True
         record.msg = _scrubbed(record.msg)
         if isinstance(record.args, Mapping):
             record.args = {key: _scrubbed(value) for key, value in record.args.items()}
@@ -81,7 +84,12 @@ def install_redactor(target: logging.Handler | logging.Logger) -> None:
 
 
 #: Attributes of every record; anything else on a record was passed as `extra` and is kept.
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    # uvicorn's copy of its message with terminal colours.
+    "color_message",
+}
 
 
 class JsonFormatter(logging.Formatter):

@@ -257,7 +257,9 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = Field(
         "json", description="`json`: one JSON object per line on standard output; `text`: plain lines."
     )
-    access_log: bool = Field(True, description="Log one line per request: method, route, status, duration.")
+    access_log: bool = Field(
+        False, description="Log one line per request: method, route, status, duration (costs CPU: see docs)."
+    )
     telemetry_aad_auth: bool = Field(
         False,
         description="Send to Application Insights signed in with the managed identity (`AZURE_CLIENT_ID`).",

@@ -241,6 +241,8 @@ def start(settings: Settings, environ: Mapping[str, str] | None = None) -> Telem
     from app.observability import install_redactor
 
     install_redactor(handler)
+    # An access log line says what the request's server span says; it is not exported twice.
+    handler.addFilter(lambda record: not record.name.startswith("anvil.access"))
     logging.getLogger().addHandler(handler)
 
     def shutdown() -> None:

@@ -20,6 +20,10 @@ from app.telemetry import Telemetry
 
 access_logger = logging.getLogger("anvil.access")
 
+#: Methods recorded as sent; any other is recorded as `_OTHER` (OpenTelemetry's convention), so
+#: nothing a client chose reaches a log line or a metric.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
+
 
 def route_of(scope: Scope, routes: Sequence[BaseRoute] = ()) -> str:
     """The route template of the request: the one the router matched, else the first of `routes`
@@ -74,7 +78,8 @@ class RequestTelemetry:
     def _finish(self, scope: Scope, status: int, started: float) -> None:
         """Record the duration and write the access log line (inside the server span, if any)."""
         duration = time.perf_counter() - started
-        method, route = scope["method"], route_of(scope, self.routes)
+        method = scope["method"] if scope["method"] in KNOWN_METHODS else "_OTHER"
+        route = route_of(scope, self.routes)
         if self.telemetry is not None:
             attributes: dict[str, Any] = {
                 "http.request.method": method,
@@ -96,6 +101,8 @@ class RequestTelemetry:
                     "http.route": route,
                     "http.response.status_code": status,
                     "duration_ms": round(duration * 1000, 3),
+                    # Method, route template and numbers only: the token redaction can skip it.
+                    "_clean": True,
                 },
             )
 
@@ -105,7 +112,7 @@ class RequestTelemetry:
         from opentelemetry import propagate
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
-        method = scope["method"]
+        method = scope["method"] if scope["method"] in KNOWN_METHODS else "_OTHER"
         # A caller's W3C `traceparent` (API Management sends one) makes this span its child.
         carrier = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
         with telemetry.tracer.start_as_current_span(

@@ -114,7 +114,9 @@ def build_mcp_server(settings: Settings) -> Server[Any]:
             arguments = operation.parse(params.arguments)
             output = await operation.handler(call, arguments)
         except AnvilError as error:
-            # A caller's mistake or a passing outage: worth a debug line, never an error.
+            # A caller's mistake or a passing outage: an info line (its kind, not its text, which
+            # may name a conversation), never an error.
+            logger.info("tool %r refused: %s", params.name, error.kind)
             logger.debug("tool %r refused (%s): %s", params.name, error.kind, error.message)
             return tool_error(error)
         return CallToolResult(

@@ -96,15 +96,24 @@ def test_metrics_and_logs_arrive_and_the_logs_carry_the_trace(
     token = exporting.token("bob")
     ask(exporting, token, {"question": QUESTION, "conversationId": "otlp-2"})
 
+    # A refused ask logs a line (at INFO, inside its request's span) that is exported with the trace.
+    refused = ask(exporting, token, {"question": QUESTION, "conversationId": "otlp-2", "instructions": "x"})
+    assert refused.json()["result"]["isError"] is True
+
     def exported(receiver: OtlpReceiver) -> bool:
         metric_names = {metric.name for metric in receiver.metrics()}
-        access = [log for log in receiver.logs() if log.attributes.get("http.route") == "/mcp"]
-        return {"anvil.asks", "anvil.turns", "http.server.request.duration"} <= metric_names and bool(access)
+        return {"anvil.asks", "anvil.turns", "http.server.request.duration"} <= metric_names and any(
+            "refused" in str(log.body) for log in receiver.logs()
+        )
 
     assert otlp.wait_for(exported, timeout=20), sorted({m.name for m in otlp.metrics()})
-    access = [log for log in otlp.logs() if log.attributes.get("http.route") == "/mcp"]
-    traced = {span.trace_id for span in otlp.spans() if span.name == "POST /mcp"}
-    assert any(log.trace_id in traced for log in access)
+    (line,) = [log for log in otlp.logs() if "refused" in str(log.body) and "invalid-input" in str(log.body)]
+    assert otlp.wait_for(
+        lambda r: line.trace_id in {span.trace_id for span in r.spans() if span.name == "POST /mcp"},
+        timeout=20,
+    ), "the refusal's log line does not carry its request's trace"
+    # Access log lines stay on stdout: the server span already says what they say.
+    assert not [log for log in otlp.logs() if log.attributes.get("http.route")]
     outcomes = {
         point.attributes.get("anvil.ask.outcome")
         for metric in otlp.metrics("anvil.asks")
