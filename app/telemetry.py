@@ -236,6 +236,11 @@ def start(settings: Settings, environ: Mapping[str, str] | None = None) -> Telem
 
     meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     trace.set_tracer_provider(tracer_provider)
+    # The Azure SDKs (Cosmos DB, Entra sign-in for the model and the store) trace their own
+    # operations and HTTP requests through the global provider once told to.
+    from azure.core.settings import settings as azure_settings
+
+    azure_settings.tracing_enabled = True
     metrics.set_meter_provider(meter_provider)
     handler = LoggingHandler(level=logging.NOTSET, logger_provider=logger_provider)
     from app.observability import install_redactor

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from support.anvil_server import AnvilServer, run_anvil
+from support.cosmos import run_cosmos_server
 from support.telemetry_receivers import (
     AZURE_EXPORTER_QUIET_ENV,
     AzureIngestion,
@@ -168,3 +169,32 @@ def test_application_insights_receives_requests_dependencies_and_logs(
     everything = b"".join(body for _, body in ingestion.raw_bodies())
     assert token.encode() not in everything and QUESTION.encode() not in everything
     assert all(path.startswith(("/v2.1/track", "/QuickPulseService.svc")) for path in ingestion.paths())
+
+
+def test_cosmos_db_requests_are_traced_under_the_store_spans(tmp_path: Path, otlp: OtlpReceiver) -> None:
+    with run_cosmos_server() as cosmos:
+        env = cosmos.env(ANVIL_ANSWER_ENGINE="echo", OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url, **FAST_EXPORT)
+        with run_anvil(tmp_path / "cosmos", env) as server:
+            token = server.token("erin")
+            assert ask(server, token, {"question": QUESTION, "conversationId": "cosmos-1"}).status_code == 200
+
+            def charged(receiver: OtlpReceiver) -> bool:
+                return any(
+                    "azure.cosmosdb.operation.request_charge" in span.attributes
+                    for span in receiver.spans("create conversations")
+                )
+
+            assert otlp.wait_for(charged, timeout=20), sorted({s.name for s in otlp.spans()})
+            create = next(
+                span
+                for span in otlp.spans("create conversations")
+                if "azure.cosmosdb.operation.request_charge" in span.attributes
+            )
+            assert create.attributes["db.system.name"] == "azure.cosmosdb"
+
+            def under_store(receiver: OtlpReceiver) -> bool:
+                return any(span.parent_span_id == create.span_id for span in receiver.spans())
+
+            assert otlp.wait_for(under_store, timeout=20), (
+                "the Azure SDK traced no request under the store span"
+            )

@@ -39,14 +39,25 @@ class SigningKeysUnavailable(Unavailable):
 
 
 async def get_json(client: httpx.AsyncClient, url: str) -> Any:
-    """GET `url` and decode its JSON body; raise `ValueError` or `httpx.HTTPError` if that fails."""
-    async with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
-        response.raise_for_status()
-        body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body.extend(chunk)
-            if len(body) > MAX_DOCUMENT_BYTES:
-                raise ValueError(f"{url} answered more than {MAX_DOCUMENT_BYTES} bytes")
+    """GET `url` and decode its JSON body; raise `ValueError` or `httpx.HTTPError` if that fails.
+
+    The request is a client span (HTTP semantic conventions) when a tracer provider is set; key
+    fetches are rare, so the OpenTelemetry API's no-op costs nothing worth counting otherwise.
+    """
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("anvil")
+    with tracer.start_as_current_span(
+        "GET", kind=trace.SpanKind.CLIENT, attributes={"http.request.method": "GET", "url.full": url}
+    ) as span:
+        async with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
+            span.set_attribute("http.response.status_code", response.status_code)
+            response.raise_for_status()
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body.extend(chunk)
+                if len(body) > MAX_DOCUMENT_BYTES:
+                    raise ValueError(f"{url} answered more than {MAX_DOCUMENT_BYTES} bytes")
     return json.loads(body)
 
 
