@@ -1,18 +1,30 @@
-"""The `anvil` command: serve, token, openapi."""
+"""The `anvil` command: serve, token, ask, openapi."""
 
 from __future__ import annotations
 
 import argparse
 import gc
+import getpass
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from app import __version__
 
 if TYPE_CHECKING:
+    from app.adapters.auth.dev import DevIssuer
     from app.settings import Settings
+
+#: Variables the command line reads for itself (`anvil ask`), not server settings: exporting
+#: them must not make the server refuse to start as if they were misspelt settings.
+CLIENT_VARIABLES = frozenset({"ANVIL_URL", "ANVIL_TOKEN"})
+DEFAULT_URL = "http://127.0.0.1:8000"
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -21,7 +33,7 @@ def _settings(**overrides: Any) -> Settings:
 
     from app.settings import Settings, describe_error, unknown_variables
 
-    unknown = unknown_variables(os.environ)
+    unknown = [name for name in unknown_variables(os.environ) if name.upper() not in CLIENT_VARIABLES]
     if unknown:
         print(
             f"anvil: invalid configuration: unknown setting {', '.join(unknown)}; "
@@ -111,7 +123,11 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def token(args: argparse.Namespace) -> int:
-    """Print a dev access token for `--user`, valid for servers sharing this data dir."""
+    """Print a dev access token for `--user`, valid for servers sharing this data dir.
+
+    Only the token goes to stdout (scripts capture it); stderr names the key it was signed with,
+    and warns when that key was only just created, since no running server knows it yet.
+    """
     settings = _settings()
     if settings.auth_mode != "dev":
         print(
@@ -119,16 +135,135 @@ def token(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from app.adapters.auth.dev import DEV_SCOPE, DevIssuer
+    from app.adapters.auth.dev import DEV_SCOPE, KEY_FILE_NAME, user_oid
 
-    issuer = DevIssuer.load_or_create(settings.data_dir)
+    data_dir = settings.data_dir.resolve()
+    created = not (data_dir / KEY_FILE_NAME).exists()
     try:
+        user_oid(args.user)  # a bad user name must not leave a new key behind
+        issuer = _dev_issuer(data_dir)
         minted = issuer.mint(args.user, tenant=args.tenant, scopes=args.scope or [DEV_SCOPE], ttl=args.ttl)
     except ValueError as error:
         print(f"anvil: {error}", file=sys.stderr)
         return 2
+    print(f"anvil: signing with the dev key in {data_dir} ({KEY_FILE_NAME})", file=sys.stderr)
+    if created:
+        print(
+            f"anvil: warning: {data_dir} held no dev key, so a new one was created; a server using another "
+            "data folder will refuse this token (run both with the same ANVIL_DATA_DIR)",
+            file=sys.stderr,
+        )
     print(minted)
     return 0
+
+
+def _dev_issuer(data_dir: Path) -> DevIssuer:
+    """The dev issuer of `data_dir` (creating its key if needed); `ValueError` with one line if the
+    key cannot be used."""
+    from app.adapters.auth.dev import DevIssuer
+
+    try:
+        return DevIssuer.load_or_create(data_dir)
+    except OSError as error:
+        raise ValueError(f"cannot use the dev key in {data_dir}: {error.strerror or error}") from None
+
+
+#: What a dev user name may hold (the issuer's own rule); anything else in an OS user name is replaced.
+_DEV_USER_CHARS = re.compile(r"[^A-Za-z0-9._@-]")
+
+
+def local_user() -> str:
+    """The current OS user's name, made a valid dev user name ("anvil" if there is none)."""
+    try:
+        name = getpass.getuser()
+    except (OSError, KeyError):
+        name = ""
+    return _DEV_USER_CHARS.sub("-", name)[:64] or "anvil"
+
+
+def is_loopback_url(url: str) -> bool:
+    """Whether `url` names a server on this machine."""
+    from app.settings import is_loopback
+
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return False
+    return host is not None and is_loopback(host)
+
+
+def ask_token(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """The bearer token `anvil ask` sends, and a hint for when sign-in is refused.
+
+    `--token`, else `ANVIL_TOKEN`, else for a loopback server and local settings in dev mode a
+    dev token for the OS user from the data folder's key (never creating one: a folder without a
+    key is not the folder any running dev server uses), else none.
+    """
+    if args.token:
+        return args.token, None
+    if os.environ.get("ANVIL_TOKEN"):
+        return os.environ["ANVIL_TOKEN"], None
+    if not is_loopback_url(args.url):
+        return None, None
+    settings = _settings()
+    if settings.auth_mode != "dev":
+        return None, None
+    from app.adapters.auth.dev import KEY_FILE_NAME
+
+    data_dir = settings.data_dir.resolve()
+    if not (data_dir / KEY_FILE_NAME).exists():
+        return None, f"no dev key in {data_dir}, so no token was sent"
+    user = local_user()
+    try:
+        minted = _dev_issuer(data_dir).mint(user)
+    except ValueError as error:
+        return None, str(error)
+    return minted, f"sent a dev token for {user!r} signed with the key in {data_dir}"
+
+
+def ask(args: argparse.Namespace) -> int:
+    """Ask the server a question over REST and print the answer with its sources."""
+    from app.client import EXIT_SIGN_IN_REFUSED, ClientError
+    from app.client import ask as ask_server
+
+    bearer, hint = ask_token(args)
+    try:
+        envelope = ask_server(
+            args.url,
+            args.question,
+            conversation_id=args.conversation,
+            instructions=args.instructions,
+            token=bearer,
+        )
+    except ClientError as error:
+        message = error.message
+        if error.exit_code == EXIT_SIGN_IN_REFUSED and hint:
+            message = f"{message} ({hint})"
+        print(f"anvil: {message}", file=sys.stderr)
+        return error.exit_code
+    if args.json:
+        print(json.dumps(envelope, indent=2, ensure_ascii=False))
+        return 0
+    print(render_answer(envelope))
+    note = envelope.get("note")
+    if args.conversation is not None and isinstance(note, str) and note:
+        print(f"anvil: note: {note}", file=sys.stderr)
+    return 0
+
+
+def render_answer(envelope: dict[str, Any]) -> str:
+    """The answer, its sources (`- file (heading)`) and the conversation turn, as plain text."""
+    parts = [str(envelope.get("answer", "")).rstrip()]
+    sources = [s for s in envelope.get("sources") or [] if isinstance(s, dict)]
+    if sources:
+        lines = [
+            f"- {s.get('source')} ({s.get('heading')})" if s.get("heading") else f"- {s.get('source')}"
+            for s in sources
+        ]
+        parts.append("Sources:\n" + "\n".join(lines))
+    if envelope.get("conversationId"):
+        parts.append(f"(conversation {envelope['conversationId']}, turn {envelope.get('turn')})")
+    return "\n\n".join(parts)
 
 
 def openapi(_: argparse.Namespace) -> int:
@@ -140,8 +275,38 @@ def openapi(_: argparse.Namespace) -> int:
     return 0
 
 
+def _conversation_id(value: str) -> str:
+    """argparse type: a valid conversationId, else a usage error naming the rule."""
+    from app.domain.conversation import CONVERSATION_ID_RULE, is_valid_conversation_id
+
+    if not is_valid_conversation_id(value):
+        raise argparse.ArgumentTypeError(CONVERSATION_ID_RULE)
+    return value
+
+
+def _server_url(value: str) -> str:
+    """argparse type: an http(s) URL with a host, without a trailing slash."""
+    try:
+        parts = urlsplit(value)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:
+        valid = False
+    if not valid:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an http(s) URL like {DEFAULT_URL}")
+    return value.rstrip("/")
+
+
+def _question(value: str) -> str:
+    """argparse type: a question with some text in it."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("the question is empty")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The `anvil` argument parser, with one subcommand per command."""
     parser = argparse.ArgumentParser(prog="anvil", description="Anvil: a sessionless MCP service.")
+    parser.add_argument("--version", action="version", version=f"anvil {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     p = commands.add_parser("serve", help="run the HTTP server (MCP at /mcp, REST at /api)")
@@ -156,12 +321,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
     p.set_defaults(run=token)
 
+    p = commands.add_parser("ask", help="ask a running server a question (REST POST /api/ask)")
+    p.add_argument("question", type=_question, metavar="QUESTION", help="the question, in plain words")
+    p.add_argument(
+        "--url",
+        type=_server_url,
+        default=os.environ.get("ANVIL_URL") or DEFAULT_URL,
+        help=f"the server's base URL (default: ANVIL_URL, else {DEFAULT_URL})",
+    )
+    p.add_argument(
+        "--conversation",
+        type=_conversation_id,
+        metavar="ID",
+        help="continue (or start) this conversation: 1-64 letters, digits, '.', '_' or '-'",
+    )
+    p.add_argument("--instructions", metavar="TEXT", help="instructions, for a new conversation only")
+    p.add_argument("--json", action="store_true", help="print the whole answer envelope as JSON")
+    p.add_argument(
+        "--token",
+        help="bearer token (default: ANVIL_TOKEN, else a dev token for a local dev server, else none)",
+    )
+    p.set_defaults(run=ask)
+
     p = commands.add_parser("openapi", help="print the OpenAPI document")
     p.set_defaults(run=openapi)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `anvil` command line with `argv` (default: the process's arguments)."""
     args = build_parser().parse_args(argv)
     result: int = args.run(args)
     return result
