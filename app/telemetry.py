@@ -339,7 +339,7 @@ class TracedStore:
             lambda: self.inner.create(conversation),
             **self._ids(conversation.oid, conversation.conversation_id),
         )
-        self._written(conversation)
+        self._written()
         return etag
 
     async def replace(self, conversation: Conversation, *, if_match: str) -> str:
@@ -348,7 +348,7 @@ class TracedStore:
             lambda: self.inner.replace(conversation, if_match=if_match),
             **self._ids(conversation.oid, conversation.conversation_id),
         )
-        self._written(conversation)
+        self._written()
         return etag
 
     async def delete(self, oid: str, conversation_id: str, *, if_match: str | None = None) -> bool:
@@ -387,7 +387,7 @@ class TracedStore:
             ids["anvil.conversation"] = self.telemetry.pseudonym(f"{oid}:{conversation_id}")
         return ids
 
-    def _written(self, conversation: Conversation) -> None:
+    def _written(self) -> None:
         self.telemetry.instruments.turns.add(1, {"db.system.name": self._system})
 
 

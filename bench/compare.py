@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import ROOT, LoadResult, drive
+from harness import ROOT, alternate
 from run import anvil
 
 
@@ -36,7 +36,6 @@ def main() -> int:
         parser.error(f"{args.other} is not a checkout of the project (no app/__init__.py)")
 
     checkouts = {"this": ROOT, "other": args.other.resolve()}
-    results: dict[str, list[LoadResult]] = {name: [] for name in checkouts}
     with tempfile.TemporaryDirectory(prefix="anvil-compare-") as scratch, ExitStack() as stack:
         servers = {
             # The other checkout's `app` package comes first on its server's import path; a dev
@@ -46,14 +45,7 @@ def main() -> int:
             )
             for name, checkout in checkouts.items()
         }
-        for server in servers.values():  # warm-up: conversations reach their turn limit
-            drive(server, flow="modern", ids=64, seconds=2)
-        for round_number in range(args.rounds):
-            order = list(servers.items())
-            if round_number % 2:
-                order.reverse()
-            for name, server in order:
-                results[name].append(drive(server, flow="modern", ids=64, seconds=args.seconds))
+        results = alternate(servers, rounds=args.rounds, seconds=args.seconds)
 
     for name, runs in results.items():
         cpu = statistics.median(r.cpu_us_per_call for r in runs)

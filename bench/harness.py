@@ -197,3 +197,19 @@ def drive(
         cpu_seconds=cpu,
         rss_mib=rss_mib(server.pid),
     )
+
+
+def alternate(servers: Mapping[str, Server], *, rounds: int, seconds: float) -> dict[str, list[LoadResult]]:
+    """Warm every server up (its conversations reach their turn limit), then drive them in turn
+    for `rounds` short runs of 2026-07-28 turns over 64 conversations, reversing the order every
+    other round so that no server always runs first; each one's results, by name."""
+    results: dict[str, list[LoadResult]] = {name: [] for name in servers}
+    for server in servers.values():
+        drive(server, flow="modern", ids=64, seconds=2)
+    for round_number in range(rounds):
+        order = list(servers.items())
+        if round_number % 2:
+            order.reverse()
+        for name, server in order:
+            results[name].append(drive(server, flow="modern", ids=64, seconds=seconds))
+    return results

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import LoadResult, drive
+from harness import alternate
 from run import anvil, uvicorn_app
 
 
@@ -51,15 +51,7 @@ def main() -> int:
             name: stack.enter_context(anvil(name, "echo", Path(scratch) / name, env))
             for name, env in configurations.items()
         }
-        results: dict[str, list[LoadResult]] = {name: [] for name in servers}
-        for server in servers.values():  # warm-up: conversations reach their turn limit
-            drive(server, flow="modern", ids=64, seconds=2)
-        for round_number in range(args.rounds):
-            order = list(servers.items())
-            if round_number % 2:
-                order.reverse()
-            for name, server in order:
-                results[name].append(drive(server, flow="modern", ids=64, seconds=args.seconds))
+        results = alternate(servers, rounds=args.rounds, seconds=args.seconds)
 
     for name, runs in results.items():
         cpu = statistics.median(r.cpu_us_per_call for r in runs)

@@ -319,9 +319,6 @@ class TurnQueue:
             turns = self._queues[key] = Turns(self._queues, key)
         return turns
 
-    def __len__(self) -> int:
-        return len(self._queues)
-
 
 def _check(
     principal: Principal, request: AskRequest, conversation_id: str, digest: str | None, found: Stored

@@ -5,18 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from servers.lifespan import serve_lifespan
+
 HEADERS = [(b"content-type", b"application/json")]
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await serve_lifespan(receive, send)
+        return
     body = b""
     while True:
         message = await receive()

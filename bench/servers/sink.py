@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from servers.lifespan import serve_lifespan
+
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await serve_lifespan(receive, send)
+        return
     while (await receive()).get("more_body"):
         pass
     export = scope["path"].startswith("/v1/")
