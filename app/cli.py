@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import argparse
 import gc
-import getpass
 import json
 import os
-import re
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from app import __version__
 
 if TYPE_CHECKING:
-    from app.adapters.auth.dev import DevIssuer
     from app.settings import Settings
 
 #: Variables the command line reads for itself (`anvil ask`), not server settings: exporting
@@ -136,12 +132,13 @@ def token(args: argparse.Namespace) -> int:
         )
         return 2
     from app.adapters.auth.dev import DEV_SCOPE, KEY_FILE_NAME, user_oid
+    from app.tokens import dev_issuer
 
     data_dir = settings.data_dir.resolve()
     created = not (data_dir / KEY_FILE_NAME).exists()
     try:
         user_oid(args.user)  # a bad user name must not leave a new key behind
-        issuer = _dev_issuer(data_dir)
+        issuer = dev_issuer(data_dir)
         minted = issuer.mint(args.user, tenant=args.tenant, scopes=args.scope or [DEV_SCOPE], ttl=args.ttl)
     except ValueError as error:
         print(f"anvil: {error}", file=sys.stderr)
@@ -157,68 +154,17 @@ def token(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dev_issuer(data_dir: Path) -> DevIssuer:
-    """The dev issuer of `data_dir` (creating its key if needed); `ValueError` with one line if the
-    key cannot be used."""
-    from app.adapters.auth.dev import DevIssuer
-
-    try:
-        return DevIssuer.load_or_create(data_dir)
-    except OSError as error:
-        raise ValueError(f"cannot use the dev key in {data_dir}: {error.strerror or error}") from None
-
-
-#: What a dev user name may hold (the issuer's own rule); anything else in an OS user name is replaced.
-_DEV_USER_CHARS = re.compile(r"[^A-Za-z0-9._@-]")
-
-
-def local_user() -> str:
-    """The current OS user's name, made a valid dev user name ("anvil" if there is none)."""
-    try:
-        name = getpass.getuser()
-    except (OSError, KeyError):
-        name = ""
-    return _DEV_USER_CHARS.sub("-", name)[:64] or "anvil"
-
-
-def is_loopback_url(url: str) -> bool:
-    """Whether `url` names a server on this machine."""
-    from app.settings import is_loopback
-
-    try:
-        host = urlsplit(url).hostname
-    except ValueError:
-        return False
-    return host is not None and is_loopback(host)
-
-
 def ask_token(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """The bearer token `anvil ask` sends, and a hint for when sign-in is refused.
+    """The bearer token `anvil ask` sends, and a hint for when sign-in is refused (see app.tokens)."""
+    from app.tokens import choose
 
-    `--token`, else `ANVIL_TOKEN`, else for a loopback server and local settings in dev mode a
-    dev token for the OS user from the data folder's key (never creating one: a folder without a
-    key is not the folder any running dev server uses), else none.
-    """
-    if args.token:
-        return args.token, None
-    if os.environ.get("ANVIL_TOKEN"):
-        return os.environ["ANVIL_TOKEN"], None
-    if not is_loopback_url(args.url):
-        return None, None
-    settings = _settings()
-    if settings.auth_mode != "dev":
-        return None, None
-    from app.adapters.auth.dev import KEY_FILE_NAME
-
-    data_dir = settings.data_dir.resolve()
-    if not (data_dir / KEY_FILE_NAME).exists():
-        return None, f"no dev key in {data_dir}, so no token was sent"
-    user = local_user()
+    choice = choose(args.url, args.token, _settings)
+    if choice.source is None:
+        return None, choice.hint
     try:
-        minted = _dev_issuer(data_dir).mint(user)
+        return choice.source.get(False), choice.hint
     except ValueError as error:
         return None, str(error)
-    return minted, f"sent a dev token for {user!r} signed with the key in {data_dir}"
 
 
 def ask(args: argparse.Namespace) -> int:
@@ -248,6 +194,29 @@ def ask(args: argparse.Namespace) -> int:
     note = envelope.get("note")
     if args.conversation is not None and isinstance(note, str) and note:
         print(f"anvil: note: {note}", file=sys.stderr)
+    return 0
+
+
+def bridge(args: argparse.Namespace) -> int:
+    """Serve MCP on stdin/stdout for a host, forwarding every request to the server at `--url`."""
+    import anyio
+
+    from app.bridge import BridgeError, mcp_endpoint, serve_stdio
+    from app.tokens import SignInProblem, choose
+
+    url = mcp_endpoint(args.url)
+    try:
+        choice = choose(args.url, args.token, _settings)
+    except SignInProblem as problem:
+        print(f"anvil bridge: {problem}", file=sys.stderr)
+        return 4
+    try:
+        anyio.run(serve_stdio, url, choice.source, choice.hint)
+    except BridgeError as error:
+        print(f"anvil bridge: {error.message}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 
@@ -342,6 +311,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="bearer token (default: ANVIL_TOKEN, else a dev token for a local dev server, else none)",
     )
     p.set_defaults(run=ask)
+
+    p = commands.add_parser(
+        "bridge",
+        help="serve MCP on stdin/stdout for a host, forwarding to a remote Anvil",
+        description="A stdio MCP server for hosts that only start local servers: every request goes "
+        "to the Anvil at --url over Streamable HTTP, signed in as the user (see `anvil login`).",
+    )
+    p.add_argument(
+        "--url",
+        type=_server_url,
+        default=os.environ.get("ANVIL_URL") or DEFAULT_URL,
+        help=f"the server's base URL or its /mcp endpoint (default: ANVIL_URL, else {DEFAULT_URL})",
+    )
+    p.add_argument(
+        "--token",
+        help="bearer token (default: ANVIL_TOKEN, else a dev token for a local dev server, "
+        "else the user signed in with `anvil login`)",
+    )
+    p.set_defaults(run=bridge)
 
     p = commands.add_parser("openapi", help="print the OpenAPI document")
     p.set_defaults(run=openapi)
