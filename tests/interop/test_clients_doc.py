@@ -7,11 +7,14 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from support.anvil_server import AnvilServer, anvil_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +73,7 @@ def anvil_tools(server: AnvilServer) -> set[str]:
 
 
 def test_every_json_snippet_is_checked_below() -> None:
-    assert len(blocks(DOC, "json")) == 5
+    assert len(blocks(DOC, "json")) == 6
 
 
 def test_vscode_configs_use_http_with_a_token_locally_and_none_with_entra() -> None:
@@ -111,6 +114,27 @@ def test_the_claude_code_command_adds_an_http_server_with_the_header() -> None:
         f'claude mcp add --transport http anvil {LOCAL_MCP} --header "Authorization: Bearer $TOKEN"'
         in command
     )
+
+
+@pytest.mark.anyio
+async def test_the_claude_desktop_config_starts_a_bridge_that_holds_a_conversation(
+    dev_server: AnvilServer,
+) -> None:
+    [config] = json_blocks("Claude Desktop and other stdio hosts")
+    entry = config["mcpServers"]["anvil"]
+    assert set(entry) == {"command", "args"} and Path(entry["command"]).name == "anvil"
+    args = [dev_server.url if arg == "https://anvil.example.com/mcp" else arg for arg in entry["args"]]
+    assert args != entry["args"], "the config points the bridge at the example server"
+    command, *prefix = anvil_command()
+    host = StdioServerParameters(
+        command=command, args=[*prefix, *args], env={"ANVIL_DATA_DIR": str(dev_server.data_dir)}
+    )
+    conversation = f"desktop-{uuid.uuid4().hex[:8]}"
+    with Path(os.devnull).open("w") as errlog:  # noqa: ASYNC230 (the null device never blocks)
+        async with Client(stdio_client(host, errlog=errlog), mode="legacy") as anvil:  # type: ignore[arg-type]
+            for question in ("What is Anvil?", "And its store?"):
+                result = await anvil.call_tool("ask", {"question": question, "conversationId": conversation})
+    assert isinstance(result.structured_content, dict) and result.structured_content["turn"] == 2
 
 
 @pytest.mark.parametrize("block", blocks(DOC, "bash"))
