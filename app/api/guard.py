@@ -87,7 +87,9 @@ class RequestGuard:
         if scope["path"] == MCP_PATH and scope["method"] != "POST":
             return problem_response(
                 405,
-                "Anvil's MCP endpoint is stateless: send each JSON-RPC message as a POST.",
+                "Anvil's MCP endpoint is stateless Streamable HTTP: send each JSON-RPC message as a POST. "
+                "The HTTP+SSE transport of 2024-11-05 (a GET that opens an event stream) is not served; "
+                "such a client can start `anvil bridge` as a local stdio server instead.",
                 kind="method",
                 headers={"Allow": "POST"},
             )

@@ -104,9 +104,13 @@ def test_an_unsupported_version_is_32022_naming_every_served_version(
 
 @pytest.mark.parametrize("method", ["GET", "DELETE"])
 def test_get_and_delete_on_mcp_are_405(dev_server: AnvilServer, method: str) -> None:
-    response = httpx.request(method, dev_server.mcp_url, headers=auth(dev_server))
+    headers = {**auth(dev_server), "Accept": "text/event-stream"}
+    response = httpx.request(method, dev_server.mcp_url, headers=headers)
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
+    # An HTTP+SSE (2024-11-05) client opens with this GET: the error says what to use instead.
+    detail = response.json()["detail"]
+    assert "HTTP+SSE transport of 2024-11-05" in detail and "anvil bridge" in detail
 
 
 def test_a_browser_origin_not_allowed_is_403(dev_server: AnvilServer) -> None:
