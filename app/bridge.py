@@ -111,37 +111,42 @@ class BearerAuth(httpx2.Auth):
         #: How many times a refused token was renewed.
         self.renewals = 0
         self.last_failure: HttpFailure | None = None
+        #: Why the source gave no token for the last request that needed one, else None.
+        self.source_error: str | None = None
 
     async def async_auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        if self._source is None:  # a server without sign-in
-            response = yield request
-            if response.status_code >= 400:
-                await self._remember(response)
-            return
-        token = await self._token()
-        request.headers["Authorization"] = f"Bearer {token}"
-        response = yield request
-        if response.status_code == 401 and self._source.renewable:
-            token = await self._token(refused=token)
+        token = await self._token() if self._source is not None else None
+        if token is not None:
             request.headers["Authorization"] = f"Bearer {token}"
+        response = yield request
+        renewable = token is not None and self._source is not None and self._source.renewable
+        if response.status_code == 401 and renewable and (renewed := await self._token(refused=token)):
+            request.headers["Authorization"] = f"Bearer {renewed}"
             response = yield request
         if response.status_code >= 400:
             await self._remember(response)
 
-    async def _token(self, *, refused: str | None = None) -> str:
+    async def _token(self, *, refused: str | None = None) -> str | None:
+        """The token to send (renewed when `refused` is the current one), or None when the source
+        failed; `source_error` then says why (e.g. the user has to sign in again)."""
         assert self._source is not None
         async with self._lock:
-            if refused is not None and refused == self._current:
-                self._current = await anyio.to_thread.run_sync(self._source.get, True)
-                self._expires = _expiry(self._current)
-                self.renewals += 1
-            elif self._current is None or (
-                self._expires is not None and self._clock() >= self._expires - RENEW_BEFORE_SECONDS
-            ):
-                self._current = await anyio.to_thread.run_sync(self._source.get, False)
-                self._expires = _expiry(self._current)
+            try:
+                if refused is not None and refused == self._current:
+                    self._current = await anyio.to_thread.run_sync(self._source.get, True)
+                    self._expires = _expiry(self._current)
+                    self.renewals += 1
+                elif self._current is None or (
+                    self._expires is not None and self._clock() >= self._expires - RENEW_BEFORE_SECONDS
+                ):
+                    self._current = await anyio.to_thread.run_sync(self._source.get, False)
+                    self._expires = _expiry(self._current)
+            except Exception as error:  # the source's own one-line message (MSAL, the dev key)
+                self.source_error = str(error)
+                return None
+            self.source_error = None
             return self._current
 
     async def _remember(self, response: httpx2.Response) -> None:
@@ -252,7 +257,9 @@ class Bridge:
         except MCPError as error:
             failure = self._auth.last_failure
             if error.message == _SDK_HTTP_ERROR and failure is not None:
-                raise MCPError(error.code, failure.describe(self._url, self._hint)) from None
+                raise MCPError(
+                    error.code, failure.describe(self._url, self._auth.source_error or self._hint)
+                ) from None
             raise
         except httpx2.TransportError as error:
             raise MCPError(types.INTERNAL_ERROR, f"{self._url} could not be reached: {error}") from None
@@ -307,7 +314,7 @@ async def connect(
     try:
         await stack.enter_async_context(client)
     except Exception as error:
-        raise _connect_failure(url, error, auth.last_failure, sign_in_hint) from None
+        raise _connect_failure(url, error, auth.last_failure, auth.source_error or sign_in_hint) from None
     return client, auth
 
 

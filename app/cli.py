@@ -1,4 +1,4 @@
-"""The `anvil` command: serve, token, ask, openapi."""
+"""The `anvil` command: serve, token, ask, bridge, login, logout, openapi."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from urllib.parse import urlsplit
 from app import __version__
 
 if TYPE_CHECKING:
+    from app.login import UserSignIn
     from app.settings import Settings
 
 #: Variables the command line reads for itself (`anvil ask`), not server settings: exporting
 #: them must not make the server refuse to start as if they were misspelt settings.
-CLIENT_VARIABLES = frozenset({"ANVIL_URL", "ANVIL_TOKEN"})
+CLIENT_VARIABLES = frozenset({"ANVIL_URL", "ANVIL_TOKEN", "ANVIL_TOKEN_CACHE", "ANVIL_SIGN_IN_CLIENT_ID"})
 DEFAULT_URL = "http://127.0.0.1:8000"
 
 
@@ -154,25 +155,21 @@ def token(args: argparse.Namespace) -> int:
     return 0
 
 
-def ask_token(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """The bearer token `anvil ask` sends, and a hint for when sign-in is refused (see app.tokens)."""
-    from app.tokens import choose
-
-    choice = choose(args.url, args.token, _settings)
-    if choice.source is None:
-        return None, choice.hint
-    try:
-        return choice.source.get(False), choice.hint
-    except ValueError as error:
-        return None, str(error)
-
-
 def ask(args: argparse.Namespace) -> int:
     """Ask the server a question over REST and print the answer with its sources."""
     from app.client import EXIT_SIGN_IN_REFUSED, ClientError
     from app.client import ask as ask_server
+    from app.tokens import SignInProblem, choose
 
-    bearer, hint = ask_token(args)
+    try:
+        choice = choose(args.url, args.token, _settings)
+        bearer = choice.source.get(False) if choice.source is not None else None
+    except SignInProblem as problem:
+        print(f"anvil: {problem}", file=sys.stderr)
+        return problem.exit_code
+    except Exception as error:  # the token source's own one-line reason (MSAL, the dev key)
+        print(f"anvil: {error}", file=sys.stderr)
+        return EXIT_SIGN_IN_REFUSED
     try:
         envelope = ask_server(
             args.url,
@@ -183,8 +180,8 @@ def ask(args: argparse.Namespace) -> int:
         )
     except ClientError as error:
         message = error.message
-        if error.exit_code == EXIT_SIGN_IN_REFUSED and hint:
-            message = f"{message} ({hint})"
+        if error.exit_code == EXIT_SIGN_IN_REFUSED and choice.hint:
+            message = f"{message} ({choice.hint})"
         print(f"anvil: {message}", file=sys.stderr)
         return error.exit_code
     if args.json:
@@ -207,9 +204,11 @@ def bridge(args: argparse.Namespace) -> int:
     url = mcp_endpoint(args.url)
     try:
         choice = choose(args.url, args.token, _settings)
+        if choice.sign_in is not None:
+            _signed_in(choice.sign_in)
     except SignInProblem as problem:
         print(f"anvil bridge: {problem}", file=sys.stderr)
-        return 4
+        return problem.exit_code
     try:
         anyio.run(serve_stdio, url, choice.source, choice.hint)
     except BridgeError as error:
@@ -217,6 +216,79 @@ def bridge(args: argparse.Namespace) -> int:
         return error.exit_code
     except KeyboardInterrupt:
         return 130
+    return 0
+
+
+def _signed_in(sign_in: UserSignIn) -> None:
+    """Make sure `sign_in` holds a working token, signing the user in with a device code (shown
+    on stderr) when it does not; `SignInProblem` when that fails."""
+    from app.login import SignInError, SignInRequired
+    from app.tokens import SignInProblem
+
+    try:
+        sign_in.token()
+        return
+    except SignInRequired:
+        pass
+    except SignInError as error:
+        raise SignInProblem(str(error)) from None
+    try:
+        account = sign_in.login(
+            prompt=lambda message: print(f"anvil: {message}", file=sys.stderr, flush=True)
+        )
+    except SignInError as error:
+        raise SignInProblem(str(error)) from None
+    print(f"anvil: signed in as {account.username}", file=sys.stderr)
+
+
+def login(args: argparse.Namespace) -> int:
+    """Sign in to the server at `--url` with a device code, or show who is signed in (`--status`)."""
+    from app.login import SignInError
+    from app.tokens import SignInProblem, sign_in_for
+
+    try:
+        sign_in = sign_in_for(args.url)
+        if sign_in is None:
+            print(f"anvil: {args.url} asks for no sign-in; nothing to do")
+            return 0
+        if args.status:
+            account = sign_in.who()
+            if account is None:
+                print(f"Not signed in to {args.url}")
+                return 1
+        else:
+            account = sign_in.login(prompt=lambda message: print(message, file=sys.stderr, flush=True))
+    except SignInProblem as problem:
+        print(f"anvil: {problem}", file=sys.stderr)
+        return problem.exit_code
+    except SignInError as error:
+        print(f"anvil: {error}", file=sys.stderr)
+        return 4
+    print(f"Signed in to {args.url} as {account.username} (tenant {account.tenant_id})")
+    return 0
+
+
+def logout(args: argparse.Namespace) -> int:
+    """Forget the user signed in to the server at `--url`, and their tokens."""
+    from app.login import SignInError
+    from app.tokens import SignInProblem, sign_in_for
+
+    try:
+        sign_in = sign_in_for(args.url)
+        if sign_in is None:
+            print(f"anvil: {args.url} asks for no sign-in; nothing to do")
+            return 0
+        forgotten = sign_in.logout()
+    except SignInProblem as problem:
+        print(f"anvil: {problem}", file=sys.stderr)
+        return problem.exit_code
+    except SignInError as error:
+        print(f"anvil: {error}", file=sys.stderr)
+        return 4
+    if forgotten:
+        print(f"Signed out of {args.url}: {', '.join(forgotten)}")
+    else:
+        print(f"No one was signed in to {args.url}")
     return 0
 
 
@@ -235,12 +307,24 @@ def render_answer(envelope: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def openapi(_: argparse.Namespace) -> int:
-    """Print the OpenAPI document."""
+def openapi(args: argparse.Namespace) -> int:
+    """Print the OpenAPI document: 3.1 as the server publishes it, or 3.0.3 for API Management."""
     from app.main import create_app
 
-    anvil = create_app(_settings())
-    print(json.dumps(anvil.openapi(), indent=2))
+    settings = _settings()
+    document = create_app(settings).openapi()
+    if args.openapi_version == "3.0":
+        from app.api.openapi30 import CLIENT_ID_PLACEHOLDER, TENANT_ID_PLACEHOLDER, entra_scheme, openapi_30
+
+        if settings.auth_mode != "entra":
+            print(
+                f"anvil: note: ANVIL_AUTH_MODE is {settings.auth_mode!r}, so the oauth2 sign-in scheme names "
+                f"the placeholders {TENANT_ID_PLACEHOLDER} and {CLIENT_ID_PLACEHOLDER}; set "
+                "ANVIL_AUTH_MODE=entra with both to fill them in",
+                file=sys.stderr,
+            )
+        document = openapi_30(document, security=entra_scheme(settings))
+    print(json.dumps(document, indent=2))
     return 0
 
 
@@ -331,7 +415,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=bridge)
 
+    for name, run, summary in (
+        ("login", login, "sign in to a server with Microsoft Entra (device code)"),
+        ("logout", logout, "forget the user signed in to a server, and their tokens"),
+    ):
+        p = commands.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.")
+        p.add_argument(
+            "--url",
+            type=_server_url,
+            default=os.environ.get("ANVIL_URL") or DEFAULT_URL,
+            help=f"the server's base URL or its /mcp endpoint (default: ANVIL_URL, else {DEFAULT_URL})",
+        )
+        if name == "login":
+            p.add_argument("--status", action="store_true", help="only show who is signed in")
+        p.set_defaults(run=run)
+
     p = commands.add_parser("openapi", help="print the OpenAPI document")
+    p.add_argument(
+        "--openapi-version",
+        choices=("3.1", "3.0"),
+        default="3.1",
+        help="3.1: the document /openapi.json serves (default); 3.0: OpenAPI 3.0.3 for API Management, "
+        "with Entra ID sign-in as an oauth2 scheme",
+    )
     p.set_defaults(run=openapi)
     return parser
 

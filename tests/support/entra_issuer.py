@@ -10,6 +10,17 @@ It listens on 127.0.0.1 in a background thread and answers what Anvil reads unde
 For `organizations`/`common` the issuers carry Entra's `{tenantid}` placeholder. Tokens are
 minted in both versions and signed with RS256 keys made once per test run (keygen is slow).
 
+It also signs users in the way MSAL talks to Entra, so a real MSAL client can be tested:
+
+- `POST /{tenant}/oauth2/v2.0/devicecode` starts a device code flow; the token endpoint answers
+  `authorization_pending` until the test plays the user with `approve(user_code)` (or `decline`);
+- `POST /{tenant}/oauth2/v2.0/token` redeems an approved device code or a refresh token (which
+  is rotated on every use, and can be revoked) for an access token of the requested API, an
+  `id_token` and the `client_info` MSAL builds its account from.
+
+MSAL only talks to an `https` authority: `EntraIssuer(tls=True)` serves TLS with a certificate
+for 127.0.0.1 and localhost, signed by a throwaway CA made once per test run (`ca_file`).
+
 Run as a program (`PYTHONPATH=tests python -m support.entra_issuer --port 8400`) it serves until
 interrupted, after printing the settings that point Anvil at it and a token for a local user.
 """
@@ -17,25 +28,38 @@ interrupted, after printing the settings that point Anvil at it and a token for 
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
+import datetime
 import functools
 import hashlib
 import hmac
+import ipaddress
 import json
+import re
+import secrets
+import shutil
 import signal
+import ssl
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from socketserver import BaseRequestHandler
 from typing import Any
+from urllib.parse import parse_qs
 
 import jwt
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from jwt.algorithms import RSAAlgorithm
 
 V1_ISSUER_HOST = "https://sts.windows.net"
@@ -96,8 +120,184 @@ def hs256_token(claims: Mapping[str, Any], secret: bytes, kid: str) -> str:
     return f"{signing_input}.{b64url(signature)}"
 
 
+# --- TLS ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of a throwaway CA and of a server certificate it signed for 127.0.0.1/localhost."""
+
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+@functools.cache
+def tls_files() -> TlsFiles:
+    """The CA and server certificate, made on first use and shared by the whole test run.
+
+    They live in a temporary folder removed when the process exits. The certificates carry the
+    extensions a strict verifier wants (key usages, key identifiers, a CA basic constraint).
+    """
+    now = datetime.datetime.now(datetime.UTC)
+    valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=2))
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Local Entra issuer test CA")])
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    server_cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(server_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(server_key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    folder = Path(tempfile.mkdtemp(prefix="entra-issuer-tls-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    files = TlsFiles(folder / "ca.pem", folder / "server.pem", folder / "server-key.pem")
+    files.ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    files.cert_file.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
+    files.key_file.write_bytes(_pem_key(server_key))
+    return files
+
+
+class _TlsServer(ThreadingHTTPServer):
+    """Serves HTTPS: each connection's TLS handshake runs in that connection's own thread, so a
+    client that never completes one holds up nobody else (and times out)."""
+
+    #: Seconds a connection may stay silent (handshake included) before it is dropped.
+    IDLE_TIMEOUT = 10.0
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseRequestHandler], files: TlsFiles) -> None:
+        super().__init__(address, handler)
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(files.cert_file, files.key_file)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        request.settimeout(self.IDLE_TIMEOUT)
+        try:
+            with self.context.wrap_socket(request, server_side=True) as tls:
+                super().finish_request(tls, client_address)
+        except (ssl.SSLError, OSError):
+            # A client that gave up or distrusts the certificate: its own error tells the story.
+            pass
+
+
+# --- users signing in --------------------------------------------------------------------------
+
+#: Scopes that ask for the sign-in itself (an id token, a refresh token), not for an API.
+OIDC_SCOPES = frozenset({"openid", "profile", "offline_access", "email"})
+DEVICE_CODE_GRANT = "urn:ietf:params:oauth:grant-type:device_code"
+DEVICE_CODE_LIFETIME = 900
+#: Seconds MSAL waits between polls of the token endpoint (it accepts whole seconds only).
+DEVICE_CODE_INTERVAL = 1
+_API_SCOPE = re.compile(r"api://([0-9a-fA-F-]{36})/([^/\s]+)")
+
+
+@dataclass(frozen=True)
+class SignedInUser:
+    """Who approved a sign-in."""
+
+    oid: str
+    tid: str
+    username: str
+    name: str = "Test User"
+
+
+@dataclass
+class _DeviceGrant:
+    client_id: str
+    scopes: tuple[str, ...]
+    tenant: str
+    user_code: str
+    expires_at: float
+    polls: int = 0
+    user: SignedInUser | None = None
+    declined: bool = False
+
+
+@dataclass(frozen=True)
+class _RefreshGrant:
+    client_id: str
+    user: SignedInUser
+
+
+@dataclass
+class _Answer:
+    """A JSON answer: status and body."""
+
+    status: int
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def _oauth_error(error: str, code: int, description: str) -> _Answer:
+    """An Entra-style OAuth error: `AADSTS{code}: ...` plus a trace line, as Entra writes them."""
+    text = f"AADSTS{code}: {description}\r\nTrace ID: {uuid.uuid4()}\r\nTimestamp: {time.time():.0f}"
+    return _Answer(400, {"error": error, "error_description": text, "error_codes": [code]})
+
+
 class EntraIssuer:
-    """A fake Entra authority at `http://127.0.0.1:{port}`; `start()`/`stop()` it, or use `with`.
+    """A fake Entra authority at `http://127.0.0.1:{port}` (`https://` with `tls=True`);
+    `start()`/`stop()` it, or use `with`.
 
     It can be stopped and started again on the same port (to play an outage), and `publish`
     replaces the key set it serves (to play a key rotation).
@@ -109,24 +309,43 @@ class EntraIssuer:
         client_id: str,
         keys: Sequence[SigningKey] | None = None,
         port: int | None = None,
+        tls: bool = False,
     ) -> None:
         self.client_id = client_id
         #: None until the first `start()` picks a free port (binding port 0 leaves no race).
         self.port = port
+        self.tls = tls
+        #: Lifetime in seconds of the access tokens the token endpoint issues from now on.
+        self.access_token_lifetime = 3600
         self._lock = threading.Lock()
+        #: Notified whenever a device code is issued or polled (see `wait_for_device_code`).
+        self._changed = threading.Condition(self._lock)
         self._published: list[SigningKey] = list(keys or [signing_key("entra-key-1")])
         self._extra_jwks: list[dict[str, Any]] = []
         self._key_fetches = 0
         self._discovery_fetches = 0
+        self._device_grants: dict[str, _DeviceGrant] = {}
+        self._refresh_grants: dict[str, _RefreshGrant] = {}
+        self._device_flows = 0
+        self._device_polls = 0
+        self._refreshes = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def authority(self) -> str:
-        """`http://127.0.0.1:{port}`: what Anvil's `ANVIL_ENTRA_AUTHORITY` names."""
+        """`http(s)://127.0.0.1:{port}`: what Anvil's `ANVIL_ENTRA_AUTHORITY` names."""
         if self.port is None:
             raise RuntimeError("the issuer has no port until it is started (or given one)")
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA certificate (PEM) that a TLS issuer's certificate chains to: give it to
+        `requests` (`verify=`, `REQUESTS_CA_BUNDLE`) or `httpx` (`SSL_CERT_FILE`)."""
+        if not self.tls:
+            raise RuntimeError("the issuer serves plain http (make it with tls=True)")
+        return tls_files().ca_file
 
     # --- the key set ---------------------------------------------------------------------------
 
@@ -248,17 +467,236 @@ class EntraIssuer:
     def mint_v1(self, *, oid: str, tid: str, **overrides: Any) -> str:
         return self.sign(self.claims_v1(oid=oid, tid=tid, **overrides))
 
+    # --- users signing in ----------------------------------------------------------------------
+
+    @property
+    def device_flows_started(self) -> int:
+        """How many device codes were issued."""
+        with self._lock:
+            return self._device_flows
+
+    @property
+    def device_code_polls(self) -> int:
+        """How many times a device code was presented to the token endpoint."""
+        with self._lock:
+            return self._device_polls
+
+    @property
+    def refreshes(self) -> int:
+        """How many refresh token redemptions were asked for, granted or not."""
+        with self._lock:
+            return self._refreshes
+
+    def wait_for_poll(self, user_code: str, *, timeout: float = 10.0) -> None:
+        """Block until the client has polled the token endpoint for `user_code` at least once."""
+        with self._changed:
+            grant = self._device_grant(user_code)
+            if not self._changed.wait_for(lambda: grant.polls > 0, timeout):
+                raise TimeoutError(f"nobody polled for device code {user_code} in {timeout} s")
+
+    def approve(
+        self,
+        user_code: str,
+        *,
+        oid: str = LOCAL_USER_OID,
+        username: str = "user@example.invalid",
+        tid: str | None = None,
+        name: str = "Test User",
+    ) -> SignedInUser:
+        """Play the user who entered `user_code` and signed in (default tenant: the flow's own)."""
+        with self._changed:
+            grant = self._device_grant(user_code)
+            tenant = tid or (LOCAL_TENANT if grant.tenant in MULTI_TENANT else grant.tenant)
+            grant.user = SignedInUser(oid=oid, tid=tenant, username=username, name=name)
+            self._changed.notify_all()
+            return grant.user
+
+    def decline(self, user_code: str) -> None:
+        """Play the user who entered `user_code` and then refused to sign in."""
+        with self._changed:
+            self._device_grant(user_code).declined = True
+            self._changed.notify_all()
+
+    def revoke_refresh_tokens(self) -> int:
+        """Invalidate every refresh token issued so far (as a password reset does); returns how many."""
+        with self._lock:
+            count = len(self._refresh_grants)
+            self._refresh_grants.clear()
+            return count
+
+    def post(self, path: str, form: Mapping[str, str]) -> _Answer:
+        """The answer to a form POST of `path`: the device code and token endpoints."""
+        parts = path.split("?", 1)[0].strip("/").split("/")
+        if len(parts) == 4 and parts[1:3] == ["oauth2", "v2.0"]:
+            if parts[3] == "devicecode":
+                return self._start_device_flow(parts[0], form)
+            if parts[3] == "token":
+                return self._redeem(form)
+        return _Answer(404, {"error": "not_found"})
+
+    def _device_grant(self, user_code: str) -> _DeviceGrant:
+        """The device flow showing `user_code` (the caller holds the lock)."""
+        for grant in self._device_grants.values():
+            if grant.user_code == user_code:
+                return grant
+        raise KeyError(f"no device flow shows the code {user_code!r}")
+
+    def _start_device_flow(self, tenant: str, form: Mapping[str, str]) -> _Answer:
+        client_id = form.get("client_id", "")
+        if not client_id:
+            return _oauth_error("invalid_request", 900144, "The request body must contain 'client_id'.")
+        device_code = secrets.token_urlsafe(32)
+        user_code = "".join(secrets.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(9))
+        verification_uri = f"{self.authority}/devicelogin"
+        grant = _DeviceGrant(
+            client_id=client_id,
+            scopes=tuple(form.get("scope", "").split()),
+            tenant=tenant,
+            user_code=user_code,
+            expires_at=time.time() + DEVICE_CODE_LIFETIME,
+        )
+        with self._changed:
+            self._device_grants[device_code] = grant
+            self._device_flows += 1
+            self._changed.notify_all()
+        return _Answer(
+            200,
+            {
+                "user_code": user_code,
+                "device_code": device_code,
+                "verification_uri": verification_uri,
+                "expires_in": DEVICE_CODE_LIFETIME,
+                "interval": DEVICE_CODE_INTERVAL,
+                "message": (
+                    f"To sign in, use a web browser to open the page {verification_uri} "
+                    f"and enter the code {user_code} to authenticate."
+                ),
+            },
+        )
+
+    def _redeem(self, form: Mapping[str, str]) -> _Answer:
+        grant_type = form.get("grant_type")
+        if grant_type == DEVICE_CODE_GRANT:
+            return self._redeem_device_code(form)
+        if grant_type == "refresh_token":
+            return self._redeem_refresh_token(form)
+        return _oauth_error(
+            "unsupported_grant_type", 70003, f"The grant type {grant_type!r} is not supported."
+        )
+
+    def _redeem_device_code(self, form: Mapping[str, str]) -> _Answer:
+        device_code = form.get("device_code", "")
+        with self._changed:
+            self._device_polls += 1
+            grant = self._device_grants.get(device_code)
+            if grant is not None:
+                grant.polls += 1
+            self._changed.notify_all()
+            if grant is None or grant.client_id != form.get("client_id"):
+                return _oauth_error("invalid_grant", 70000, "The provided 'device_code' is not valid.")
+            if grant.declined:
+                del self._device_grants[device_code]
+                return _oauth_error("authorization_declined", 70000, "The user declined to sign in.")
+            if time.time() > grant.expires_at:
+                del self._device_grants[device_code]
+                return _oauth_error("expired_token", 70019, "Verification code expired.")
+            if grant.user is None:
+                return _oauth_error(
+                    "authorization_pending", 70016, "OAuth 2.0 device flow error. Authorization is pending."
+                )
+            del self._device_grants[device_code]
+            user = grant.user
+        return self._issue(grant.client_id, grant.scopes, user)
+
+    def _redeem_refresh_token(self, form: Mapping[str, str]) -> _Answer:
+        token = form.get("refresh_token", "")
+        with self._lock:
+            self._refreshes += 1
+            grant = self._refresh_grants.get(token)
+            if grant is not None and grant.client_id == form.get("client_id"):
+                # Rotation: the token just used is spent; the answer carries its successor.
+                del self._refresh_grants[token]
+            else:
+                grant = None
+        if grant is None:
+            return _oauth_error(
+                "invalid_grant", 50173, "The provided grant has expired due to it being revoked."
+            )
+        return self._issue(grant.client_id, tuple(form.get("scope", "").split()), grant.user)
+
+    def _issue(self, client_id: str, scopes: Sequence[str], user: SignedInUser) -> _Answer:
+        """Tokens for `scopes` of this issuer's API, as Entra v2 issues them.
+
+        The API is named by its scopes `api://{client id}/{name}`; the access token's audience
+        is that client id and its `scp` the names. A token for any other API is refused.
+        """
+        resource = [scope for scope in scopes if scope.lower() not in OIDC_SCOPES]
+        matches = [_API_SCOPE.fullmatch(scope) for scope in resource]
+        audiences = {match.group(1).lower() for match in matches if match}
+        if not resource or None in matches or audiences != {self.client_id.lower()}:
+            return _oauth_error(
+                "invalid_scope", 500011, f"No API of this tenant offers {' '.join(scopes)!r}."
+            )
+        lifetime = self.access_token_lifetime
+        access_token = self.mint_v2(
+            oid=user.oid,
+            tid=user.tid,
+            scp=" ".join(match.group(2) for match in matches if match),
+            lifetime=lifetime,
+            azp=client_id,
+            name=user.name,
+            preferred_username=user.username,
+        )
+        now = int(time.time())
+        id_token = self.sign(
+            {
+                "aud": client_id,
+                "iss": self.v2_issuer(user.tid),
+                "iat": now,
+                "nbf": now,
+                "exp": now + 3600,
+                "name": user.name,
+                "oid": user.oid,
+                "preferred_username": user.username,
+                "sub": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{client_id}/{user.tid}/{user.oid}")),
+                "tid": user.tid,
+                "ver": "2.0",
+            }
+        )
+        refresh_token = secrets.token_urlsafe(48)
+        with self._lock:
+            self._refresh_grants[refresh_token] = _RefreshGrant(client_id=client_id, user=user)
+        return _Answer(
+            200,
+            {
+                "token_type": "Bearer",
+                "scope": " ".join(resource),
+                "expires_in": lifetime,
+                "ext_expires_in": lifetime,
+                "access_token": access_token,
+                "refresh_token": refresh_token,
+                "id_token": id_token,
+                "client_info": b64json({"uid": user.oid, "utid": user.tid}),
+            },
+        )
+
     # --- the HTTP server -----------------------------------------------------------------------
 
     def start(self) -> None:
         """Listen on the issuer's port (again, after `stop`)."""
         if self._server is not None:
             raise RuntimeError("the issuer is already running")
-        server = ThreadingHTTPServer(("127.0.0.1", self.port or 0), _handler_for(self))
+        address, handler = ("127.0.0.1", self.port or 0), _handler_for(self)
+        if self.tls:
+            server: ThreadingHTTPServer = _TlsServer(address, handler, tls_files())
+        else:
+            server = ThreadingHTTPServer(address, handler)
         self.port = int(server.server_address[1])
         # Request threads are joined by server_close(), so nothing outlives `stop()`.
         server.daemon_threads = False
-        thread = threading.Thread(target=server.serve_forever, name=f"entra-issuer-{self.port}")
+        # A short poll interval: `stop()` (an outage, the end of a test) waits for at most one.
+        serve = functools.partial(server.serve_forever, poll_interval=0.05)
+        thread = threading.Thread(target=serve, name=f"entra-issuer-{self.port}")
         thread.start()
         self._server, self._thread = server, thread
 
@@ -289,11 +727,12 @@ class EntraIssuer:
         base = f"{self.authority}/{tenant}"
         if rest == "v2.0/.well-known/openid-configuration":
             self._count(discovery=True)
-            return self._openid_configuration(
+            configuration = self._openid_configuration(
                 issuer=self.v2_issuer(template),
                 jwks_uri=f"{base}/discovery/v2.0/keys",
                 endpoints=f"{base}/oauth2/v2.0",
             )
+            return {**configuration, "device_authorization_endpoint": f"{base}/oauth2/v2.0/devicecode"}
         if rest == ".well-known/openid-configuration":
             self._count(discovery=True)
             return self._openid_configuration(
@@ -329,8 +768,20 @@ def _handler_for(issuer: EntraIssuer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             document = issuer.document(self.path)
-            body = json.dumps(document if document is not None else {"error": "not_found"}).encode()
-            self.send_response(200 if document is not None else 404)
+            if document is None:
+                self._send(404, {"error": "not_found"})
+            else:
+                self._send(200, document)
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            fields = parse_qs(self.rfile.read(length).decode(), keep_blank_values=True)
+            answer = issuer.post(self.path, {name: values[0] for name, values in fields.items()})
+            self._send(answer.status, answer.body)
+
+        def _send(self, status: int, document: Mapping[str, Any]) -> None:
+            body = json.dumps(document).encode()
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

@@ -1,0 +1,595 @@
+"""Signing a user in with real MSAL against the local Entra stand-in, and discovering where to.
+
+The issuer serves TLS (MSAL talks to https authorities only); MSAL's HTTP session trusts the
+issuer's throwaway CA and ignores the environment's CA settings. Tests play the user by
+approving the device code the prompt shows. Every cache lives under the test's own folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import jwt
+import pytest
+import requests
+from security.calls import CLIENT_ID, SCOPE, TENANT, ask_mcp, entra_env, new_id, tool_result
+from support.anvil_server import AnvilServer, free_port, run_anvil
+from support.entra_issuer import EntraIssuer, running_issuer
+
+from app import login
+from app.login import (
+    DEFAULT_CLIENT_ID,
+    Account,
+    DevServer,
+    DiscoveryError,
+    ServerUnreachable,
+    SignInFailed,
+    SignInNotNeeded,
+    SignInRequired,
+    SignInSettings,
+    SignInUnavailable,
+    UserSignIn,
+    default_cache_path,
+    discover,
+    metadata_urls,
+)
+
+API_SCOPE = f"api://{CLIENT_ID}/{SCOPE}"
+SERVER_URL = "https://anvil.example.com/mcp"
+USER = "ada@contoso.example"
+USER_CODE = re.compile(r"enter the code (\S+) to authenticate")
+
+
+@pytest.fixture(autouse=True)
+def private_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever a test does, defaults resolve under its own folder, never the real user's."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("APPDATA", str(tmp_path / "appdata"))
+    monkeypatch.delenv(login.TOKEN_CACHE_VARIABLE, raising=False)
+
+
+def stopped_for_good(issuer: EntraIssuer) -> None:
+    name = f"entra-issuer-{issuer.port}"
+    issuer.stop()
+    assert not [thread for thread in threading.enumerate() if thread.name == name]
+
+
+@pytest.fixture
+def issuer() -> Iterator[EntraIssuer]:
+    """A fresh TLS issuer per test, so its counters count that test's requests only."""
+    running = EntraIssuer(client_id=CLIENT_ID, tls=True)
+    running.start()
+    try:
+        yield running
+    finally:
+        stopped_for_good(running)
+
+
+def msal_session(issuer: EntraIssuer) -> requests.Session:
+    """MSAL's HTTP client trusting the issuer's CA (and not a CA bundle named by the environment,
+    which requests would otherwise prefer)."""
+    session = requests.Session()
+    session.trust_env = False
+    session.verify = str(issuer.ca_file)
+    return session
+
+
+@pytest.fixture
+def http(issuer: EntraIssuer) -> Iterator[requests.Session]:
+    with msal_session(issuer) as session:
+        yield session
+
+
+@pytest.fixture
+def cache_path(tmp_path: Path) -> Path:
+    """A cache file in folders that do not exist yet."""
+    return tmp_path / "config" / "anvil" / "token-cache.bin"
+
+
+def settings_for(issuer: EntraIssuer, cache_path: Path) -> SignInSettings:
+    return SignInSettings(
+        authority=f"{issuer.authority}/{TENANT}",
+        scopes=(API_SCOPE,),
+        cache_path=cache_path,
+        server_url=SERVER_URL,
+    )
+
+
+def user_code(message: str) -> str:
+    match = USER_CODE.search(message)
+    assert match, message
+    return match.group(1)
+
+
+def approve_at_once(issuer: EntraIssuer, **user: str) -> Callable[[str], None]:
+    """A prompt whose user signs in before the client first asks."""
+
+    def prompt(message: str) -> None:
+        issuer.approve(user_code(message), **user)
+
+    return prompt
+
+
+class ApproverElsewhere:
+    """A prompt whose user signs in from another thread once the client is already polling (the
+    way a person at a browser does); `join()` reaps that thread and re-raises its failure."""
+
+    def __init__(self, issuer: EntraIssuer, **user: str) -> None:
+        self._issuer, self._user = issuer, user
+        self._thread: threading.Thread | None = None
+        self._failure: BaseException | None = None
+        self.messages: list[str] = []
+
+    def __call__(self, message: str) -> None:
+        self.messages.append(message)
+        self._thread = threading.Thread(target=self._sign_in, args=(user_code(message),))
+        self._thread.start()
+
+    def _sign_in(self, code: str) -> None:
+        try:
+            self._issuer.wait_for_poll(code)
+            self._issuer.approve(code, **self._user)
+        except BaseException as failure:
+            self._failure = failure
+            self._issuer.decline(code)  # ends the client's polling, so the test fails promptly
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            assert not self._thread.is_alive()
+        if self._failure is not None:
+            raise self._failure
+
+
+def signed_in(issuer: EntraIssuer, http: requests.Session, cache_path: Path, **user: str) -> UserSignIn:
+    signin = UserSignIn(settings_for(issuer, cache_path), http_client=http, encrypt=False)
+    signin.login(prompt=approve_at_once(issuer, **user))
+    return signin
+
+
+def claims(token: str, issuer: EntraIssuer) -> dict[str, object]:
+    """The claims of an access token, verified as Anvil verifies them (key, issuer, audience)."""
+    return dict(
+        jwt.decode(
+            token,
+            issuer.key.public_pem,
+            algorithms=["RS256"],
+            audience=CLIENT_ID,
+            issuer=issuer.v2_issuer(TENANT),
+        )
+    )
+
+
+def cached_items(cache_path: Path, kind: str) -> list[dict[str, object]]:
+    """The entries of one kind (`RefreshToken`, `Account`, ...) in a plain cache file."""
+    text = cache_path.read_text()
+    return list(json.loads(text).get(kind, {}).values()) if text else []
+
+
+# --- discovery -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def entra_issuer() -> Iterator[EntraIssuer]:
+    with running_issuer(CLIENT_ID, tls=True) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def entra_server(
+    entra_issuer: EntraIssuer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[AnvilServer]:
+    """`anvil serve` in Entra mode against the TLS issuer (trusting its CA for the key set)."""
+    env = entra_env(entra_issuer, SSL_CERT_FILE=str(entra_issuer.ca_file))
+    with run_anvil(tmp_path_factory.mktemp("entra-login"), env) as running:
+        yield running
+
+
+def test_discovery_reads_an_entra_server_at_its_mcp_url_or_base_url(
+    entra_server: AnvilServer, entra_issuer: EntraIssuer, tmp_path: Path
+) -> None:
+    from_mcp_url = discover(entra_server.mcp_url)
+    from_base_url = discover(entra_server.url, cache_path=tmp_path / "cache.bin", client_id="my-client")
+
+    assert from_mcp_url.authority == f"{entra_issuer.authority}/{TENANT}"
+    assert from_mcp_url.scopes == (API_SCOPE,)
+    assert from_mcp_url.client_id == DEFAULT_CLIENT_ID == "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
+    assert from_mcp_url.cache_path == tmp_path / "xdg" / "anvil" / "token-cache.bin"
+    assert from_mcp_url.server_url == entra_server.mcp_url
+    assert (from_base_url.authority, from_base_url.scopes) == (from_mcp_url.authority, from_mcp_url.scopes)
+    assert (from_base_url.client_id, from_base_url.cache_path) == ("my-client", tmp_path / "cache.bin")
+
+
+def test_device_code_sign_in_gives_a_token_the_server_accepts(
+    entra_server: AnvilServer, entra_issuer: EntraIssuer, cache_path: Path
+) -> None:
+    settings = discover(entra_server.mcp_url, cache_path=cache_path)
+    oid = new_id("")
+    flows, polls = entra_issuer.device_flows_started, entra_issuer.device_code_polls
+    approver = ApproverElsewhere(entra_issuer, oid=oid, username=USER)
+    with msal_session(entra_issuer) as http:
+        signin = UserSignIn(settings, http_client=http, encrypt=False)
+        try:
+            account = signin.login(prompt=approver)
+        finally:
+            approver.join()
+        token = signin.token()
+
+    assert account == Account(username=USER, oid=oid, tenant_id=TENANT)
+    assert len(approver.messages) == 1
+    assert approver.messages[0].startswith(
+        f"To sign in, use a web browser to open the page {entra_issuer.authority}"
+    )
+    # One flow; polled while pending, then once more after the user signed in.
+    assert (entra_issuer.device_flows_started - flows, entra_issuer.device_code_polls - polls) == (1, 2)
+    token_claims = claims(token, entra_issuer)
+    assert (token_claims["oid"], token_claims["scp"], token_claims["azp"]) == (oid, SCOPE, DEFAULT_CLIENT_ID)
+    # The server takes the token as this user's: the conversation continues across two asks.
+    conversation = new_id("login")
+    tool_result(ask_mcp(entra_server, token, "first", conversation))
+    second = tool_result(ask_mcp(entra_server, token, "second", conversation))["structuredContent"]
+    assert (second["turn"], second["created"]) == (2, False)
+
+
+def served(documents: dict[str, httpx.Response]) -> tuple[httpx.Client, list[str]]:
+    """An HTTP client for `discover` answering from `documents` by URL (404 otherwise), and the
+    list of URLs it was asked for."""
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        return documents.get(str(request.url), httpx.Response(404))
+
+    return httpx.Client(transport=httpx.MockTransport(answer)), asked
+
+
+ENTRA_DOCUMENT = {
+    "resource": "https://anvil.contoso.example/mcp",
+    "authorization_servers": [f"https://login.microsoftonline.com/{TENANT}/v2.0"],
+    "scopes_supported": [API_SCOPE],
+    "bearer_methods_supported": ["header"],
+}
+
+
+def test_discovery_reads_a_plain_document_at_the_path_aware_address_first() -> None:
+    url = "https://anvil.contoso.example/mcp"
+    client, asked = served(
+        {
+            "https://anvil.contoso.example/.well-known/oauth-protected-resource/mcp": httpx.Response(
+                200, json=ENTRA_DOCUMENT
+            )
+        }
+    )
+    with client:
+        settings = discover(url, http=client)
+
+    assert settings.authority == f"https://login.microsoftonline.com/{TENANT}"
+    assert settings.scopes == (API_SCOPE,)
+    assert asked == ["https://anvil.contoso.example/.well-known/oauth-protected-resource/mcp"]
+
+
+def test_discovery_falls_back_to_the_document_at_the_root() -> None:
+    document = {**ENTRA_DOCUMENT, "scopes_supported": ["openid", API_SCOPE, "offline_access"]}
+    client, asked = served(
+        {
+            "https://anvil.contoso.example/.well-known/oauth-protected-resource": httpx.Response(
+                200, json=document
+            )
+        }
+    )
+    with client:
+        settings = discover("https://anvil.contoso.example/gateway/mcp/", http=client)
+
+    assert settings.scopes == (API_SCOPE,)
+    assert asked == [
+        "https://anvil.contoso.example/.well-known/oauth-protected-resource/gateway/mcp",
+        "https://anvil.contoso.example/.well-known/oauth-protected-resource",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://host", "https://host/.well-known/oauth-protected-resource/mcp"),
+        ("https://host/", "https://host/.well-known/oauth-protected-resource/mcp"),
+        ("https://host:8443/mcp", "https://host:8443/.well-known/oauth-protected-resource/mcp"),
+        (
+            "http://127.0.0.1:8000/api/mcp",
+            "http://127.0.0.1:8000/.well-known/oauth-protected-resource/api/mcp",
+        ),
+    ],
+)
+def test_metadata_addresses_are_path_aware(url: str, expected: str) -> None:
+    assert metadata_urls(url)[0] == expected
+    assert (
+        metadata_urls(url)[1] == expected.split("/.well-known/")[0] + "/.well-known/oauth-protected-resource"
+    )
+
+
+def test_discovery_without_a_server_says_it_cannot_reach_it() -> None:
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    with pytest.raises(ServerUnreachable) as raised:
+        discover(url)
+    assert str(raised.value).startswith(f"cannot reach {url}: ")
+    assert "\n" not in str(raised.value)
+
+
+def test_discovery_of_a_dev_server_points_at_anvil_token(dev_server: AnvilServer) -> None:
+    with pytest.raises(DevServer) as raised:
+        discover(dev_server.mcp_url)
+    assert str(raised.value) == (
+        f"{dev_server.mcp_url} is a local dev server: its tokens come from `anvil token` "
+        "(run with the server's data folder), not from Entra sign-in"
+    )
+
+
+def test_discovery_of_a_server_without_sign_in_says_none_is_needed(anon_server: AnvilServer) -> None:
+    with pytest.raises(SignInNotNeeded) as raised:
+        discover(anon_server.url)
+    assert str(raised.value).endswith("does not ask for sign-in: no sign-in is needed")
+    assert str(raised.value).startswith(anon_server.url)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (httpx.Response(200, text="<html>"), "is not a protected resource document (not JSON)"),
+        (httpx.Response(200, json=["x"]), "not a JSON object"),
+        (httpx.Response(500, text="oops"), "answered HTTP 500"),
+        (
+            httpx.Response(200, json={**ENTRA_DOCUMENT, "authorization_servers": []}),
+            "names no authorization server",
+        ),
+        (
+            httpx.Response(
+                200, json={**ENTRA_DOCUMENT, "authorization_servers": [f"http://127.0.0.1:1/{TENANT}/v2.0"]}
+            ),
+            "is not an https URL",
+        ),
+        (
+            httpx.Response(200, json={**ENTRA_DOCUMENT, "authorization_servers": ["https://login.example/"]}),
+            "names no tenant",
+        ),
+        (httpx.Response(200, json={**ENTRA_DOCUMENT, "scopes_supported": None}), "has no scopes_supported"),
+        (httpx.Response(200, json={**ENTRA_DOCUMENT, "scopes_supported": ["openid"]}), "names no API scope"),
+        (
+            # Another API's token must never be what the user signs in for.
+            httpx.Response(
+                200, json={**ENTRA_DOCUMENT, "scopes_supported": ["https://graph.microsoft.com/.default"]}
+            ),
+            "are not scopes of one api:// API",
+        ),
+    ],
+)
+def test_discovery_refuses_an_unusable_document_in_one_line(answer: httpx.Response, message: str) -> None:
+    document_url = "https://anvil.contoso.example/.well-known/oauth-protected-resource/mcp"
+    client, _ = served({document_url: answer})
+    with client, pytest.raises(DiscoveryError) as raised:
+        discover("https://anvil.contoso.example/mcp", http=client)
+    assert type(raised.value) is DiscoveryError
+    assert str(raised.value).startswith(document_url)
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+# --- the cache -----------------------------------------------------------------------------------
+
+
+def test_the_cache_is_an_owner_only_file_in_owner_only_folders_whatever_the_umask(
+    issuer: EntraIssuer, http: requests.Session, cache_path: Path
+) -> None:
+    previous = os.umask(0)
+    try:
+        signin = signed_in(issuer, http, cache_path)
+    finally:
+        os.umask(previous)
+
+    assert signin.encrypted is False
+    assert stat.S_IMODE(cache_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cache_path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(cache_path.parent.parent.stat().st_mode) == 0o700
+    assert len(cached_items(cache_path, "RefreshToken")) == 1
+
+
+def test_an_existing_cache_file_is_narrowed_to_the_owner(tmp_path: Path, issuer: EntraIssuer) -> None:
+    cache_path = tmp_path / "token-cache.bin"
+    cache_path.write_text("")
+    cache_path.chmod(0o644)
+    UserSignIn(settings_for(issuer, cache_path), encrypt=False)
+    assert stat.S_IMODE(cache_path.stat().st_mode) == 0o600
+
+
+def test_without_os_encryption_the_cache_falls_back_to_an_owner_only_file(
+    issuer: EntraIssuer, cache_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_keyring(location: str) -> object:
+        raise RuntimeError("libsecret did not perform properly (no D-Bus session)")
+
+    monkeypatch.setattr(login, "build_encrypted_persistence", no_keyring)
+    signin = UserSignIn(settings_for(issuer, cache_path))
+    assert signin.encrypted is False
+    assert stat.S_IMODE(cache_path.stat().st_mode) == 0o600
+
+
+def test_the_cache_file_can_be_named_by_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert default_cache_path() == tmp_path / "xdg" / "anvil" / "token-cache.bin"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    assert default_cache_path() == tmp_path / "home" / ".config" / "anvil" / "token-cache.bin"
+    monkeypatch.setenv("ANVIL_TOKEN_CACHE", str(tmp_path / "elsewhere.bin"))
+    assert default_cache_path() == tmp_path / "elsewhere.bin"
+    assert SignInSettings(authority="https://login.example/t", scopes=(API_SCOPE,)).cache_path == (
+        tmp_path / "elsewhere.bin"
+    )
+
+
+# --- tokens --------------------------------------------------------------------------------------
+
+
+def test_a_second_instance_on_the_same_cache_gets_the_token_silently(
+    issuer: EntraIssuer, http: requests.Session, cache_path: Path
+) -> None:
+    first = signed_in(issuer, http, cache_path).token()
+
+    again = UserSignIn(settings_for(issuer, cache_path), http_client=http, encrypt=False)
+    assert again.token() == first
+    assert (issuer.device_flows_started, issuer.refreshes) == (1, 0)
+
+
+def test_force_refresh_makes_exactly_one_refresh_and_keeps_the_rotated_refresh_token(
+    issuer: EntraIssuer, http: requests.Session, cache_path: Path
+) -> None:
+    signin = signed_in(issuer, http, cache_path)
+    before = signin.token()
+
+    refreshed = signin.token(force_refresh=True)
+    assert issuer.refreshes == 1
+    assert refreshed != before
+    assert signin.token() == refreshed
+    assert issuer.refreshes == 1
+    # The issuer spent the old refresh token: a second refresh works only with its successor,
+    # and another process reading the cache has that successor too.
+    other = UserSignIn(settings_for(issuer, cache_path), http_client=http, encrypt=False)
+    assert other.token(force_refresh=True) not in (before, refreshed)
+    assert issuer.refreshes == 2
+
+
+def test_a_token_near_expiry_is_refreshed_silently(
+    issuer: EntraIssuer, http: requests.Session, cache_path: Path
+) -> None:
+    issuer.access_token_lifetime = 120  # MSAL renews tokens with less than five minutes left
+    signin = signed_in(issuer, http, cache_path)
+    issuer.access_token_lifetime = 3600
+    assert issuer.refreshes == 0
+
+    renewed = signin.token()
+    assert issuer.refreshes == 1
+    renewed_claims = claims(renewed, issuer)
+    assert int(str(renewed_claims["exp"])) - int(str(renewed_claims["iat"])) == 3600
+    assert signin.token() == renewed
+    assert (issuer.refreshes, issuer.device_flows_started) == (1, 1)
+
+
+def test_concurrent_calls_for_an_expiring_token_share_one_refresh(
+    issuer: EntraIssuer, http: requests.Session, cache_path: Path
+) -> None:
+    issuer.access_token_lifetime = 120
+    signin = signed_in(issuer, http, cache_path)
+    issuer.access_token_lifetime = 3600
+    tokens: list[str] = []
+    start = threading.Barrier(4)
+
+    def ask() -> None:
+        start.wait(timeout=10)
+        tokens.append(signin.token())
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+
+    assert len(tokens) == 4
+    assert len(set(tokens)) == 1
+    assert issuer.refreshes == 1
+
+
+def test_a_revoked_refresh_token_asks_the_user_to_sign_in_again(
+    issuer: EntraIssuer, http: requests.Session, cache_path: Path
+) -> None:
+    signin = signed_in(issuer, http, cache_path)
+    assert issuer.revoke_refresh_tokens() == 1
+
+    with pytest.raises(SignInRequired) as raised:
+        signin.token(force_refresh=True)
+    message = str(raised.value)
+    assert message.startswith(f"sign-in to {SERVER_URL} has to be renewed (AADSTS50173: ")
+    assert message.endswith(f": run `anvil login --url {SERVER_URL}`")
+    assert "\n" not in message
+    assert issuer.refreshes == 1
+
+
+def test_nobody_signed_in_asks_for_anvil_login_without_calling_the_authority(
+    issuer: EntraIssuer, cache_path: Path
+) -> None:
+    stopped_for_good(issuer)
+    signin = UserSignIn(settings_for(issuer, cache_path), encrypt=False)
+    with pytest.raises(SignInRequired) as raised:
+        signin.token()
+    assert str(raised.value) == f"not signed in to {SERVER_URL}: run `anvil login --url {SERVER_URL}`"
+    assert signin.who() is None
+
+
+def test_an_unreachable_authority_is_one_line(
+    issuer: EntraIssuer, http: requests.Session, cache_path: Path
+) -> None:
+    stopped_for_good(issuer)
+    with pytest.raises(SignInUnavailable) as raised:
+        UserSignIn(settings_for(issuer, cache_path), http_client=http, encrypt=False).login(prompt=print)
+    assert str(raised.value).startswith(f"cannot reach the sign-in service {issuer.authority}/{TENANT}: ")
+    assert "\n" not in str(raised.value)
+
+
+# --- who, logout, another user -------------------------------------------------------------------
+
+
+def test_who_reports_the_signed_in_user_from_the_cache(
+    issuer: EntraIssuer, http: requests.Session, cache_path: Path
+) -> None:
+    oid = new_id("")
+    signin = UserSignIn(settings_for(issuer, cache_path), http_client=http, encrypt=False)
+    assert signin.who() is None
+    account = signin.login(prompt=approve_at_once(issuer, oid=oid, username=USER))
+    stopped_for_good(issuer)  # who() reads the cache only
+
+    assert account == Account(username=USER, oid=oid, tenant_id=TENANT)
+    assert signin.who() == account
+    assert UserSignIn(settings_for(issuer, cache_path), encrypt=False).who() == account
+
+
+def test_logout_forgets_the_user_even_offline(
+    issuer: EntraIssuer, http: requests.Session, cache_path: Path
+) -> None:
+    signed_in(issuer, http, cache_path, username=USER)
+    stopped_for_good(issuer)
+
+    assert UserSignIn(settings_for(issuer, cache_path), encrypt=False).logout() == [USER]
+
+    fresh = UserSignIn(settings_for(issuer, cache_path), encrypt=False)
+    assert fresh.who() is None
+    with pytest.raises(SignInRequired, match=r"^not signed in to .*: run `anvil login --url "):
+        fresh.token()
+    for kind in ("RefreshToken", "AccessToken", "IdToken", "Account"):
+        assert cached_items(cache_path, kind) == [], kind
+    assert fresh.logout() == []
+
+
+def test_signing_in_as_another_user_replaces_the_first(
+    issuer: EntraIssuer, http: requests.Session, cache_path: Path
+) -> None:
+    signin = signed_in(issuer, http, cache_path, oid=new_id(""), username="first@contoso.example")
+    bob = signin.login(prompt=approve_at_once(issuer, oid=new_id(""), username="bob@contoso.example"))
+
+    assert signin.who() == bob
+    assert claims(signin.token(), issuer)["oid"] == bob.oid
+    assert [item["username"] for item in cached_items(cache_path, "Account")] == ["bob@contoso.example"]
+    assert len(cached_items(cache_path, "RefreshToken")) == 1
+
+
+def test_a_declined_sign_in_fails_in_one_line_and_signs_nobody_in(
+    issuer: EntraIssuer, http: requests.Session, cache_path: Path
+) -> None:
+    signin = UserSignIn(settings_for(issuer, cache_path), http_client=http, encrypt=False)
+    with pytest.raises(SignInFailed, match=r"^sign-in was declined$"):
+        signin.login(prompt=lambda message: issuer.decline(user_code(message)))
+    assert signin.who() is None
