@@ -392,7 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the whole answer envelope as JSON")
     p.add_argument(
         "--token",
-        help="bearer token (default: ANVIL_TOKEN, else a dev token for a local dev server, else none)",
+        help="bearer token (default: ANVIL_TOKEN, else what the server asks for: none, a dev token "
+        "for a local dev server, or the user signed in with `anvil login`)",
     )
     p.set_defaults(run=ask)
 
