@@ -40,6 +40,20 @@ ensure_node_tools() {
   fi
 }
 
+# checkov (the Terraform policy scan in tests/deploy) in a virtual environment of its own: it pins
+# older versions of libraries Anvil uses, which would downgrade them in .venv.
+CHECKOV_VENV=.venv-checkov
+CHECKOV_VERSION=3.3.30
+ensure_checkov() {
+  local stamp="$CHECKOV_VENV/.installed-$CHECKOV_VERSION"
+  if [ ! -f "$stamp" ]; then
+    [ -x "$CHECKOV_VENV/bin/python" ] || "$PY" -m venv "$CHECKOV_VENV"
+    "$CHECKOV_VENV/bin/python" -m pip install --quiet "checkov==$CHECKOV_VERSION"
+    rm -f "$CHECKOV_VENV"/.installed-*
+    touch "$stamp"
+  fi
+}
+
 case "${1:-}" in
   serve)
     shift
@@ -50,6 +64,7 @@ case "${1:-}" in
     shift
     ensure_venv
     ensure_node_tools
+    ensure_checkov
     export PATH="$PWD/$VENV/bin:$PATH"
     echo "== ruff"
     ruff check app tests bench

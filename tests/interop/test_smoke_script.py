@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from support.anvil_server import AnvilServer, free_port
+import httpx
+from support.anvil_server import AnvilServer, free_port, run_anvil
 
 SMOKE = Path(__file__).resolve().parents[2] / "infra" / "smoke.sh"
 RUN_TIMEOUT = 60
@@ -89,3 +92,75 @@ def test_usage_is_exit_2() -> None:
     ran = smoke()
     assert ran.returncode == 2
     assert ran.stderr.startswith("usage: infra/smoke.sh URL [TOKEN]")
+
+
+class ProbeHidingGateway:
+    """A gateway stand-in in front of a server: `/healthz` and `/readyz` are 404 (as API
+    Management answers for routes it does not publish), everything else is passed through."""
+
+    HIDDEN = ("/healthz", "/readyz")
+
+    def __init__(self) -> None:
+        gateway = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                gateway.forward(self, "GET")
+
+            def do_POST(self) -> None:
+                gateway.forward(self, "POST")
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.upstream = ""
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def forward(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        if handler.path.split("?")[0] in self.HIDDEN:
+            body = b'{"statusCode": 404, "message": "Resource not found"}'
+            status, headers = 404, {"content-type": "application/json"}
+        else:
+            length = int(handler.headers.get("content-length") or 0)
+            sent = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "content-length")}
+            reply = httpx.request(
+                method,
+                self.upstream + handler.path,
+                headers=sent,
+                content=handler.rfile.read(length),
+                timeout=30,
+            )
+            body, status = reply.content, reply.status_code
+            headers = {
+                k: v for k, v in reply.headers.items() if k.lower() in ("content-type", "www-authenticate")
+            }
+        handler.send_response(status)
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.send_header("content-length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def __enter__(self) -> ProbeHidingGateway:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def test_behind_a_gateway_that_keeps_the_probes_private_they_are_skipped(tmp_path: Path) -> None:
+    with ProbeHidingGateway() as gateway:
+        # The server's public address is the gateway's, as in a deployment.
+        env = {"ANVIL_ANSWER_ENGINE": "echo", "ANVIL_PUBLIC_URL": gateway.url}
+        with run_anvil(tmp_path, env) as server:
+            gateway.upstream = server.url
+            ran = smoke(gateway.url, server.token("smoke-gateway"))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert verdicts(ran.stdout)[:3] == [("skip", "health"), ("skip", "ready"), ("ok", "resource metadata")]
+    assert [status for status, _ in verdicts(ran.stdout)[3:]] == ["ok"] * 4
+    assert "not published here" in ran.stdout

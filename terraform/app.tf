@@ -1,26 +1,17 @@
-# The Container App running the image: external HTTPS ingress to port 8000, scale to zero, and
-# the managed identity for Cosmos DB (and the registry, when one is given).
+# The Container App running the image: HTTPS ingress to port 8000 that accepts only the gateway,
+# the managed identity for Cosmos DB, the registry and Application Insights, and the replicas
+# and scale rule the variables set.
 
 resource "azurerm_container_app_environment" "anvil" {
   name                       = "${var.name_prefix}-env"
   location                   = azurerm_resource_group.anvil.location
   resource_group_name        = azurerm_resource_group.anvil.name
   log_analytics_workspace_id = azurerm_log_analytics_workspace.anvil.id
-  tags                       = var.tags
-}
+  tags                       = local.tags
 
-data "azurerm_container_registry" "image" {
-  count               = var.container_registry == null ? 0 : 1
-  name                = var.container_registry.name
-  resource_group_name = var.container_registry.resource_group_name
-}
-
-resource "azurerm_role_assignment" "acr_pull" {
-  count                = var.container_registry == null ? 0 : 1
-  scope                = data.azurerm_container_registry.image[0].id
-  role_definition_name = "AcrPull"
-  principal_id         = azurerm_user_assigned_identity.anvil.principal_id
-  principal_type       = "ServicePrincipal"
+  # private_network: the environment lives in its own subnet and has no public address at all.
+  infrastructure_subnet_id       = var.private_network ? azurerm_subnet.apps[0].id : null
+  internal_load_balancer_enabled = var.private_network ? true : null
 }
 
 # Lets the app's identity send telemetry to Application Insights with Entra ID authentication.
@@ -31,24 +22,31 @@ resource "azurerm_role_assignment" "telemetry_publisher" {
   principal_type       = "ServicePrincipal"
 }
 
+locals {
+  # Who may reach the app's ingress: the gateway and nothing else. In the private network, the
+  # gateway's integration subnet; otherwise the gateway's public addresses (and any extra ranges
+  # the operator lists).
+  gateway_source_ranges = var.private_network ? [local.subnet_gateway] : concat(
+    [for address in azurerm_api_management.anvil.public_ip_addresses : "${address}/32"],
+    var.gateway_outbound_ip_ranges,
+  )
+}
+
 resource "azurerm_container_app" "anvil" {
   name                         = local.app_name
   container_app_environment_id = azurerm_container_app_environment.anvil.id
   resource_group_name          = azurerm_resource_group.anvil.name
   revision_mode                = "Single"
-  tags                         = var.tags
+  tags                         = merge(local.tags, { "azd-service-name" = local.service_name })
 
   identity {
     type         = "UserAssigned"
     identity_ids = [azurerm_user_assigned_identity.anvil.id]
   }
 
-  dynamic "registry" {
-    for_each = data.azurerm_container_registry.image
-    content {
-      server   = registry.value.login_server
-      identity = azurerm_user_assigned_identity.anvil.id
-    }
+  registry {
+    server   = azurerm_container_registry.anvil.login_server
+    identity = azurerm_user_assigned_identity.anvil.id
   }
 
   ingress {
@@ -60,22 +58,33 @@ resource "azurerm_container_app" "anvil" {
       latest_revision = true
       percentage      = 100
     }
+
+    # Only the gateway: a request that skips it (and its token check and limits) is refused.
+    dynamic "ip_security_restriction" {
+      for_each = local.gateway_source_ranges
+      content {
+        name             = "gateway-${ip_security_restriction.key}"
+        description      = "API Management"
+        action           = "Allow"
+        ip_address_range = ip_security_restriction.value
+      }
+    }
   }
 
   template {
-    # Scale to zero when idle: Anvil is stateless (conversations live in Cosmos DB), so any
-    # replica, or a fresh one after a cold start, serves any request.
-    min_replicas = 0
+    # Anvil is stateless (conversations live in Cosmos DB), so any replica serves any request and
+    # min_replicas = 0 is safe; 1 (the default) spares interactive clients a cold start.
+    min_replicas = var.min_replicas
     max_replicas = var.max_replicas
 
     http_scale_rule {
       name                = "http-requests"
-      concurrent_requests = "50"
+      concurrent_requests = tostring(var.scale_concurrent_requests)
     }
 
     container {
       name   = "anvil"
-      image  = var.image
+      image  = local.image
       cpu    = var.container_cpu
       memory = var.container_memory
 
@@ -98,23 +107,24 @@ resource "azurerm_container_app" "anvil" {
       # accepted without being listed.
       env {
         name  = "ANVIL_ALLOWED_HOSTS"
-        value = join(",", ["${local.app_fqdn}:*", "${local.apim_host}:*"])
+        value = join(",", ["${local.app_fqdn}:*", "${local.gateway_host}:*"])
       }
       env {
         name  = "ANVIL_AUTH_MODE"
         value = "entra"
       }
+      # Read from the app registration (entra.tf), never copied by hand.
       env {
         name  = "ANVIL_ENTRA_TENANT_ID"
-        value = var.entra_tenant_id
+        value = data.azuread_client_config.current.tenant_id
       }
       env {
         name  = "ANVIL_ENTRA_CLIENT_ID"
-        value = var.entra_client_id
+        value = azuread_application.anvil.client_id
       }
       env {
         name  = "ANVIL_ENTRA_REQUIRED_SCOPES"
-        value = join(",", var.entra_required_scopes)
+        value = join(",", [for scope in azuread_application.anvil.api[0].oauth2_permission_scope : scope.value])
       }
       env {
         name  = "ANVIL_STORE"
@@ -180,9 +190,18 @@ resource "azurerm_container_app" "anvil" {
     }
   }
 
-  # The first revision starts only once it may read Cosmos DB and pull the image.
+  lifecycle {
+    # Container Apps reads an empty list of restrictions as "everyone": never deploy that.
+    precondition {
+      condition     = length(local.gateway_source_ranges) > 0
+      error_message = "API Management reports no public address to admit; set gateway_outbound_ip_ranges, or use private_network, so the app does not accept requests that skip the gateway."
+    }
+  }
+
+  # The first revision starts only once it may read Cosmos DB, pull the image and send telemetry.
   depends_on = [
     azurerm_cosmosdb_sql_role_assignment.anvil_data_contributor,
     azurerm_role_assignment.acr_pull,
+    azurerm_role_assignment.telemetry_publisher,
   ]
 }

@@ -3,12 +3,6 @@
 # ANVIL_COSMOS_CREATE_IF_MISSING unset (false). See docs/storage.md.
 
 resource "azurerm_cosmosdb_account" "anvil" {
-  # Accepted checkov findings (docs/deployment.md): the Container Apps environment has no virtual
-  # network or fixed outbound address, so the account takes public connections, and only Entra ID
-  # tokens with a data-plane role get in. Microsoft-managed keys encrypt the data at rest.
-  #checkov:skip=CKV_AZURE_99:No fixed outbound addresses to allow; access is Entra ID RBAC only
-  #checkov:skip=CKV_AZURE_101:Reached over its public endpoint from Container Apps; Entra ID RBAC only
-  #checkov:skip=CKV_AZURE_100:Microsoft-managed encryption keys; customer-managed keys are optional hardening
   name                = local.cosmos_name
   location            = azurerm_resource_group.anvil.location
   resource_group_name = azurerm_resource_group.anvil.name
@@ -19,6 +13,11 @@ resource "azurerm_cosmosdb_account" "anvil" {
   # Entra ID (RBAC) only: the account keys cannot be used, so there is no key to leak or rotate.
   local_authentication_disabled      = true
   access_key_metadata_writes_enabled = false
+
+  # With private_network, only the private endpoint (network.tf) reaches the account. Without
+  # it, Container Apps have no fixed outbound address to allow, so the public endpoint stays
+  # open and an Entra ID token with a data-plane role is what gets in.
+  public_network_access_enabled = !var.private_network
 
   capabilities {
     name = "EnableServerless"
@@ -34,7 +33,7 @@ resource "azurerm_cosmosdb_account" "anvil" {
     failover_priority = 0
   }
 
-  tags = var.tags
+  tags = local.tags
 }
 
 resource "azurerm_cosmosdb_sql_database" "anvil" {
@@ -56,7 +55,7 @@ resource "azurerm_cosmosdb_sql_container" "conversations" {
   default_ttl = 2592000
 
   # The same policy Anvil sets when it creates the container itself (INDEXING_POLICY in
-  # app/conversations/cosmos.py): only the fields queries filter or sort on, never the turns,
+  # app/adapters/stores/cosmos.py): only the fields queries filter or sort on, never the turns,
   # because every indexed path adds to the cost of a write.
   indexing_policy {
     indexing_mode = "consistent"
@@ -83,11 +82,12 @@ resource "azurerm_cosmosdb_sql_container" "conversations" {
   }
 }
 
-# Cosmos DB Built-in Data Contributor (read and write items) for Anvil's identity, on the account.
+# Cosmos DB Built-in Data Contributor (read and write items) for Anvil's identity, on its one
+# container only: nothing else in the account is reachable with Anvil's identity.
 resource "azurerm_cosmosdb_sql_role_assignment" "anvil_data_contributor" {
   resource_group_name = azurerm_resource_group.anvil.name
   account_name        = azurerm_cosmosdb_account.anvil.name
   role_definition_id  = "${azurerm_cosmosdb_account.anvil.id}/sqlRoleDefinitions/00000000-0000-0000-0000-000000000002"
   principal_id        = azurerm_user_assigned_identity.anvil.principal_id
-  scope               = azurerm_cosmosdb_account.anvil.id
+  scope               = "${azurerm_cosmosdb_account.anvil.id}/dbs/${azurerm_cosmosdb_sql_database.anvil.name}/colls/${azurerm_cosmosdb_sql_container.conversations.name}"
 }

@@ -1,0 +1,124 @@
+# The identity the GitHub deployment workflow (.github/workflows/deploy.yml) signs in as, with
+# OpenID Connect: no secret is stored anywhere. Created only when var.github_repository is set.
+# Its roles are what that workflow's `az acr build` and `terraform apply` need, on this
+# deployment's resource group only; see docs/deployment.md.
+
+locals {
+  github_deploy = var.github_repository != ""
+  # A job that names an environment gets an environment subject, whatever its branch.
+  github_subject = (
+    var.github_environment != ""
+    ? "repo:${var.github_repository}:environment:${var.github_environment}"
+    : "repo:${var.github_repository}:ref:refs/heads/${var.github_branch}"
+  )
+
+  # The roles this configuration assigns inside the resource group: the deployment identity may
+  # assign these and no others (built-in role definition ids).
+  delegated_roles = {
+    "AcrPull"                      = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
+    "Monitoring Metrics Publisher" = "3913510d-42f4-4e42-8a64-420c390055eb"
+  }
+  delegated_role_ids = join(", ", values(local.delegated_roles))
+
+  # Outside the resource group, what a refresh must read (role assignments there) and the state.
+  deploy_external_roles = local.github_deploy ? merge(
+    var.terraform_state_storage_account_id == "" ? {} : {
+      state-data = { scope = var.terraform_state_storage_account_id, role = "Storage Blob Data Contributor" }
+      state-read = { scope = var.terraform_state_storage_account_id, role = "Reader" }
+    },
+    local.custom_domain ? {
+      certificate-read = { scope = var.custom_domain_key_vault_id, role = "Reader" }
+    } : {},
+  ) : {}
+
+  # Microsoft Graph application permissions: read the app registrations and service principals
+  # Terraform refreshes, and change the ones this identity owns (azuread_application_owner).
+  deploy_graph_roles = local.github_deploy ? toset(["Application.Read.All", "Application.ReadWrite.OwnedBy"]) : toset([])
+}
+
+resource "azurerm_user_assigned_identity" "deploy" {
+  count               = local.github_deploy ? 1 : 0
+  name                = "${var.name_prefix}-deploy"
+  location            = azurerm_resource_group.anvil.location
+  resource_group_name = azurerm_resource_group.anvil.name
+  tags                = local.tags
+}
+
+resource "azurerm_federated_identity_credential" "github" {
+  count               = local.github_deploy ? 1 : 0
+  name                = "github-actions"
+  resource_group_name = azurerm_resource_group.anvil.name
+  parent_id           = azurerm_user_assigned_identity.deploy[0].id
+  audience            = ["api://AzureADTokenExchange"]
+  issuer              = "https://token.actions.githubusercontent.com"
+  subject             = local.github_subject
+}
+
+# Every resource in the group, and `az acr build` on the registry.
+resource "azurerm_role_assignment" "deploy_contributor" {
+  count                = local.github_deploy ? 1 : 0
+  scope                = azurerm_resource_group.anvil.id
+  role_definition_name = "Contributor"
+  principal_id         = azurerm_user_assigned_identity.deploy[0].principal_id
+  principal_type       = "ServicePrincipal"
+}
+
+# Role assignments in the group, constrained to the roles in local.delegated_roles, so the
+# identity cannot make anyone (itself included) Owner.
+resource "azurerm_role_assignment" "deploy_role_assignments" {
+  count                = local.github_deploy ? 1 : 0
+  scope                = azurerm_resource_group.anvil.id
+  role_definition_name = "Role Based Access Control Administrator"
+  principal_id         = azurerm_user_assigned_identity.deploy[0].principal_id
+  principal_type       = "ServicePrincipal"
+  condition_version    = "2.0"
+  condition            = <<-EOT
+    (
+      (
+        !(ActionMatches{'Microsoft.Authorization/roleAssignments/write'})
+      )
+      OR
+      (
+        @Request[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals {${local.delegated_role_ids}}
+      )
+    )
+    AND
+    (
+      (
+        !(ActionMatches{'Microsoft.Authorization/roleAssignments/delete'})
+      )
+      OR
+      (
+        @Resource[Microsoft.Authorization/roleAssignments:RoleDefinitionId] ForAnyOfAnyValues:GuidEquals {${local.delegated_role_ids}}
+      )
+    )
+  EOT
+}
+
+resource "azurerm_role_assignment" "deploy_external" {
+  for_each             = local.deploy_external_roles
+  scope                = each.value.scope
+  role_definition_name = each.value.role
+  principal_id         = azurerm_user_assigned_identity.deploy[0].principal_id
+  principal_type       = "ServicePrincipal"
+}
+
+# An owner of Anvil's app registration, so Application.ReadWrite.OwnedBy lets it keep the
+# registration in step.
+resource "azuread_application_owner" "deploy" {
+  count           = local.github_deploy ? 1 : 0
+  application_id  = azuread_application.anvil.id
+  owner_object_id = azurerm_user_assigned_identity.deploy[0].principal_id
+}
+
+data "azuread_service_principal" "msgraph" {
+  count     = local.github_deploy ? 1 : 0
+  client_id = "00000003-0000-0000-c000-000000000000"
+}
+
+resource "azuread_app_role_assignment" "deploy_graph" {
+  for_each            = local.deploy_graph_roles
+  app_role_id         = data.azuread_service_principal.msgraph[0].app_role_ids[each.value]
+  principal_object_id = azurerm_user_assigned_identity.deploy[0].principal_id
+  resource_object_id  = data.azuread_service_principal.msgraph[0].object_id
+}
