@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from app import __version__
 
 if TYPE_CHECKING:
-    from app.login import UserSignIn
+    from app.login import Account, UserSignIn
     from app.settings import Settings
 
 #: Variables the command line reads for itself (`anvil ask`), not server settings: exporting
@@ -220,8 +220,9 @@ def bridge(args: argparse.Namespace) -> int:
 
 
 def _signed_in(sign_in: UserSignIn) -> None:
-    """Make sure `sign_in` holds a working token, signing the user in with a device code (shown
-    on stderr) when it does not; `SignInProblem` when that fails."""
+    """Make sure `sign_in` holds a working token, signing the user in when it does not (in a web
+    browser where one can be opened, else with a device code shown on stderr); `SignInProblem`
+    when that fails."""
     from app.login import SignInError, SignInRequired
     from app.tokens import SignInProblem
 
@@ -233,12 +234,21 @@ def _signed_in(sign_in: UserSignIn) -> None:
     except SignInError as error:
         raise SignInProblem(str(error)) from None
     try:
-        account = sign_in.login(
-            prompt=lambda message: print(f"anvil: {message}", file=sys.stderr, flush=True)
-        )
+        account = _sign_in(sign_in, device_code=False, prefix="anvil: ")
     except SignInError as error:
         raise SignInProblem(str(error)) from None
     print(f"anvil: signed in as {account.username}", file=sys.stderr)
+
+
+def _sign_in(sign_in: UserSignIn, *, device_code: bool, prefix: str = "") -> Account:
+    """Sign the user in: in a web browser where one can be opened (unless `device_code`), else with
+    the device code flow, its instructions on stderr."""
+    from app.login import browser_available
+
+    if not device_code and browser_available():
+        print(f"{prefix}signing in in your web browser...", file=sys.stderr, flush=True)
+        return sign_in.login_in_browser()
+    return sign_in.login(prompt=lambda message: print(f"{prefix}{message}", file=sys.stderr, flush=True))
 
 
 def login(args: argparse.Namespace) -> int:
@@ -257,7 +267,7 @@ def login(args: argparse.Namespace) -> int:
                 print(f"Not signed in to {args.url}")
                 return 1
         else:
-            account = sign_in.login(prompt=lambda message: print(message, file=sys.stderr, flush=True))
+            account = _sign_in(sign_in, device_code=args.device_code)
     except SignInProblem as problem:
         print(f"anvil: {problem}", file=sys.stderr)
         return problem.exit_code
@@ -417,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=bridge)
 
     for name, run, summary in (
-        ("login", login, "sign in to a server with Microsoft Entra (device code)"),
+        ("login", login, "sign in to a server with Microsoft Entra (web browser or device code)"),
         ("logout", logout, "forget the user signed in to a server, and their tokens"),
     ):
         p = commands.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.")
@@ -429,6 +439,11 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "login":
             p.add_argument("--status", action="store_true", help="only show who is signed in")
+            p.add_argument(
+                "--device-code",
+                action="store_true",
+                help="sign in with a code entered on another device, even where a browser could open",
+            )
         p.set_defaults(run=run)
 
     p = commands.add_parser("openapi", help="print the OpenAPI document")

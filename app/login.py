@@ -1,9 +1,17 @@
 """Signing a person in to a remote Anvil with Microsoft Entra ID: `anvil login`, `logout`, `bridge`.
 
 `discover(url)` reads the server's RFC 9728 document and says where to sign in (the tenant's
-authority) and for what (the API's scopes). `UserSignIn` signs the user in with MSAL's device
-code flow and keeps the tokens in a persistent cache, from which `token()` hands out access
-tokens silently, refreshing them before they expire, until the refresh token stops working.
+authority) and for what (the API's scopes). `UserSignIn` signs the user in with MSAL, in a web
+browser (`login_in_browser`) or with the device code flow (`login`), and keeps the tokens in a
+persistent cache, from which `token()` hands out access tokens silently, refreshing them before
+they expire, until the refresh token stops working.
+
+The browser sign-in is the authorization code flow with PKCE of a public client (RFC 8252): the
+browser opens the authority's sign-in page and comes back to a listener on this machine's
+loopback interface (`http://localhost:<free port>`, which the app registration must allow).
+It needs a browser on the user's screen, on this machine: `browser_available()` says whether
+there is one (see its rule); where there is not (SSH sessions, containers, servers), the device
+code flow signs in from any other device.
 
 The cache (`SignInSettings.cache_path`, default `token-cache.bin` in Anvil's config folder, or
 `ANVIL_TOKEN_CACHE`) is encrypted where the operating system offers it: DPAPI on Windows, the
@@ -18,16 +26,22 @@ are `SignInError`s whose message is one line for the user. No token is ever logg
 
 from __future__ import annotations
 
+import contextlib
+import hmac
+import html
 import logging
 import os
 import re
+import socket
 import sys
 import threading
+import webbrowser
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import jwt
@@ -54,6 +68,10 @@ CACHE_FILE_NAME = "token-cache.bin"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 #: Seconds for any one request to the server or to the sign-in service.
 HTTP_TIMEOUT = 10.0
+#: Seconds `login_in_browser` waits, by default, for the user to finish signing in in the browser.
+BROWSER_SIGN_IN_TIMEOUT = 300.0
+#: Environment variables an SSH server sets in the sessions it opens.
+SSH_VARIABLES = ("SSH_CONNECTION", "SSH_CLIENT", "SSH_TTY")
 
 #: Scopes MSAL adds to every sign-in by itself (and refuses to be given).
 _SIGN_IN_SCOPES = frozenset({"openid", "profile", "offline_access"})
@@ -364,17 +382,56 @@ class UserSignIn:
             result = self._call(lambda app: app.acquire_token_by_device_flow(flow))
             if not isinstance(result, dict) or "access_token" not in result:
                 raise SignInFailed(_device_flow_failure(result))
-            claims = result.get("id_token_claims") or {}
-            entries = self._account_entries()
-            kept = next(
-                (entry for entry in entries if entry.get("local_account_id") == claims.get("oid")), None
-            )
-            if kept is None:
-                raise SignInFailed(f"{self.settings.authority} signed a user in but sent no account details")
-            for entry in entries:
-                if entry.get("home_account_id") != kept.get("home_account_id"):
-                    self._forget(entry)
-            return self._account_of(kept)
+            return self._keep_only(result)
+
+    def login_in_browser(
+        self,
+        *,
+        open_browser: Callable[[str], None] | None = None,
+        timeout: float = BROWSER_SIGN_IN_TIMEOUT,
+    ) -> Account:
+        """Sign in in a web browser: the authorization code flow with PKCE, as a public client.
+
+        `open_browser(url)` shows the user the authority's sign-in page (default: the `webbrowser`
+        module, which honours `$BROWSER`); it may return at once, as browsers do. The user picks
+        an account there (`prompt=select_account`), and the browser comes back to a listener on
+        `http://localhost:<free port>` here, which takes the answer only as a form post carrying
+        the request's `state`, shows a page saying the sign-in is done (or why not), and stops.
+
+        Raises `SignInFailed` when the user cancels or has not finished within `timeout` seconds,
+        `SignInUnavailable` when no browser can be opened (sign in with `login` instead). Any
+        other account cached for this authority is forgotten: the new one replaces it.
+        """
+        scopes = list(self.settings.scopes)
+        fallback = f"{self._login_command()} --device-code"
+        try:
+            listener = _LoopbackListener(open_browser or open_in_web_browser, fallback)
+        except OSError as error:
+            raise SignInUnavailable(
+                f"cannot listen on 127.0.0.1 for the browser's answer: {_first_line(error)}"
+            ) from None
+        with self._lock, listener:
+            try:
+                result = self._call(
+                    lambda app: app.acquire_token_interactive(
+                        scopes,
+                        prompt="select_account",
+                        timeout=timeout,
+                        # MSAL's redirect URI is http://localhost:{port}; the answer comes to
+                        # the listener bound there (MSAL's `auth_code_receiver` interface).
+                        port=listener.port,
+                        auth_code_receiver=listener,
+                    )
+                )
+            except msal.BrowserInteractionTimeoutError:
+                raise SignInFailed(
+                    f"sign-in was not completed in the browser within {timeout:g} seconds: sign in again"
+                ) from None
+            except RuntimeError as error:  # MSAL's word for an answer that fails its checks (nonce)
+                raise SignInFailed(f"sign-in failed: {_first_line(error)}") from None
+            if not isinstance(result, dict) or "access_token" not in result:
+                raise SignInFailed(_browser_failure(result))
+            return self._keep_only(result)
 
     def logout(self) -> list[str]:
         """Forget every account of this authority and this client's tokens for it; returns the
@@ -420,6 +477,19 @@ class UserSignIn:
             ) from None
         except ValueError as error:  # MSAL's word for an authority it cannot use
             raise SignInUnavailable(f"cannot sign in at {authority}: {_first_line(error)}") from None
+
+    def _keep_only(self, result: Mapping[str, Any]) -> Account:
+        """The account a sign-in's `result` names, once every other account of this authority is
+        forgotten (the caller holds the lock)."""
+        claims = result.get("id_token_claims") or {}
+        entries = self._account_entries()
+        kept = next((entry for entry in entries if entry.get("local_account_id") == claims.get("oid")), None)
+        if kept is None:
+            raise SignInFailed(f"{self.settings.authority} signed a user in but sent no account details")
+        for entry in entries:
+            if entry.get("home_account_id") != kept.get("home_account_id"):
+                self._forget(entry)
+        return self._account_of(kept)
 
     def _account_entries(self) -> list[dict[str, Any]]:
         """The cached accounts of this authority (its host and tenant)."""
@@ -473,6 +543,216 @@ class UserSignIn:
         cache.remove_account(dict(entry))
 
 
+# --- the browser --------------------------------------------------------------------------------
+
+
+def browser_available() -> bool:
+    """Whether a web browser the user can see can be opened here, for `login_in_browser`.
+
+    The rule: Python's `webbrowser` module must know a browser (`webbrowser.get()` succeeds; it
+    honours `$BROWSER`), and that browser must show on the user's screen. On Linux and the other
+    Unix systems that means a graphical session: `DISPLAY` (X11, X forwarding over SSH included)
+    or `WAYLAND_DISPLAY` is set; without either (a plain SSH session, a container, a server, WSL
+    without WSLg) there is none, since a text-mode browser cannot sign in to Entra. On Windows
+    and macOS the desktop has a browser, but not for an SSH session (`SSH_CONNECTION`,
+    `SSH_CLIENT` or `SSH_TTY` set): it would open on the remote machine's desktop, if any.
+    Where this says False, sign in with the device code flow (`UserSignIn.login`).
+    """
+    if sys.platform in ("win32", "darwin"):
+        if any(os.environ.get(name) for name in SSH_VARIABLES):
+            return False
+    elif not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return False
+    try:
+        webbrowser.get()
+    except webbrowser.Error:
+        return False
+    return True
+
+
+def open_in_web_browser(url: str) -> None:
+    """Open `url` in the user's web browser (the `webbrowser` module); raises `webbrowser.Error`
+    when none could be opened."""
+    if not webbrowser.open(url):
+        raise webbrowser.Error("no web browser could be opened")
+
+
+#: The largest form post the loopback listener reads (an authorization answer is a few KiB).
+_MAX_ANSWER_BYTES = 64 * 1024
+_PAGE = (
+    "<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>Anvil sign-in</title></head>"
+    "<body><h1>{title}</h1><p>{text}</p></body></html>"
+)
+
+
+def _page(title: str, text: str) -> str:
+    return _PAGE.format(title=html.escape(title), text=html.escape(text))
+
+
+class _LoopbackListener:
+    """Where the browser brings a sign-in's answer back: an HTTP listener on the loopback
+    interface (127.0.0.1, a free port) for one sign-in, serving from threads of its own.
+
+    MSAL's `acquire_token_interactive` drives it as its `auth_code_receiver`: MSAL builds the
+    authorization request (PKCE, state, nonce, `response_mode=form_post`), hands its URL and
+    state to `get_auth_response`, and redeems the code that comes back. The listener opens the
+    browser once it is serving, takes the answer only as a form post carrying that state (a code
+    never sits in an address, and a page of another site cannot feed it one), shows the user a
+    page, and hands MSAL the answer's fields. Leaving the `with` block stops it and every
+    connection it holds, and joins its threads.
+    """
+
+    def __init__(self, open_browser: Callable[[str], None], fallback: str) -> None:
+        self._open_browser = open_browser
+        self._fallback = fallback
+        self._lock = threading.Lock()
+        self._state: str | None = None
+        self._answer: dict[str, str] | None = None
+        self._answered = threading.Event()
+        self._server = _ListenerServer(self)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, name="anvil-sign-in-listener"
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def __enter__(self) -> _LoopbackListener:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.shutdown()
+        self._thread.join()
+        self._server.close_connections()
+        self._server.server_close()
+
+    def get_auth_response(
+        self, *, auth_uri: str, state: str | None = None, timeout: float | None = None, **_: object
+    ) -> dict[str, str] | None:
+        """Open the browser at `auth_uri` and wait for the answer carrying `state`: its fields,
+        or None when none came within `timeout` seconds (MSAL then raises its timeout error)."""
+        with self._lock:
+            self._state = state
+        try:
+            self._open_browser(auth_uri)
+        except (webbrowser.Error, OSError) as error:
+            raise SignInUnavailable(
+                f"cannot open a web browser here ({_first_line(error)}): sign in with `{self._fallback}`"
+            ) from None
+        self._answered.wait(timeout)
+        with self._lock:
+            return None if self._answer is None else dict(self._answer)
+
+    def check(self, fields: Mapping[str, str]) -> tuple[int, str, bool]:
+        """The status and page for a posted answer, and whether it is this sign-in's answer."""
+        if "code" not in fields and "error" not in fields:
+            return 400, _page("Not a sign-in answer", "This page only takes a sign-in's answer."), False
+        with self._lock:
+            expected = self._state
+        if expected is None or not hmac.compare_digest(fields.get("state", "").encode(), expected.encode()):
+            text = "This answer belongs to another sign-in; Anvil is still waiting for its own."
+            return 400, _page("Not this sign-in's answer", text), False
+        if "code" in fields:
+            text = "You are signed in to Anvil. You can close this tab and go back to the terminal."
+            return 200, _page("Signed in", text), True
+        reason = _first_line(fields.get("error_description") or fields.get("error") or "no reason given")
+        return 200, _page("Sign-in failed", f"{fields.get('error')}: {reason}"), True
+
+    def accept(self, fields: Mapping[str, str]) -> None:
+        """Keep this sign-in's answer (the first one; its page is already on its way)."""
+        with self._lock:
+            if self._answer is None:
+                self._answer = dict(fields)
+        self._answered.set()
+
+
+class _ListenerServer(HTTPServer):
+    """The listener's HTTP server: a thread per connection, each tracked, so that stopping ends
+    idle connections a browser opened ahead (instead of waiting for them) and joins them all."""
+
+    #: A free port of its own, never one another socket holds (Windows would allow that).
+    allow_reuse_address = False
+
+    def __init__(self, listener: _LoopbackListener) -> None:
+        super().__init__(("127.0.0.1", 0), _ListenerHandler)
+        self.listener = listener
+        self._connections: dict[socket.socket, threading.Thread] = {}
+        self._connections_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        thread = threading.Thread(
+            target=self._serve_connection, args=(request, client_address), name="anvil-sign-in-connection"
+        )
+        with self._connections_lock:
+            self._connections[request] = thread
+        thread.start()
+
+    def _serve_connection(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception as error:  # A browser that went away: nothing to tell anyone.
+            logger.debug("sign-in listener connection failed: %s", type(error).__name__)
+        finally:
+            with self._connections_lock:
+                self._connections.pop(request, None)
+            self.shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """End every connection still open (the server has stopped accepting) and join them."""
+        with self._connections_lock:
+            connections = list(self._connections.items())
+        for connection, _ in connections:
+            with contextlib.suppress(OSError):  # already closed by its thread
+                connection.shutdown(socket.SHUT_RDWR)
+        for _, thread in connections:
+            thread.join()
+
+
+class _ListenerHandler(BaseHTTPRequestHandler):
+    server: _ListenerServer
+    #: Seconds a connection may stay silent.
+    timeout = 30
+
+    def do_POST(self) -> None:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= _MAX_ANSWER_BYTES:
+            self._send(400, _page("Not a sign-in answer", "The request is not a sign-in's answer."))
+            return
+        body = self.rfile.read(length).decode("utf-8", errors="replace")
+        fields = {name: values[0] for name, values in parse_qs(body, keep_blank_values=True).items()}
+        status, page, accepted = self.server.listener.check(fields)
+        self._send(status, page)
+        if accepted:
+            self.server.listener.accept(fields)
+
+    def do_GET(self) -> None:
+        query = parse_qs(urlsplit(self.path).query)
+        if "code" in query or "error" in query:
+            text = "Anvil takes a sign-in's answer as a form post only, never in the address."
+            self._send(400, _page("Not accepted", text))
+        else:
+            self._send(404, _page("Nothing here", "This address only takes a sign-in's answer."))
+
+    def _send(self, status: int, page: str) -> None:
+        body = page.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("Content-Security-Policy", "default-src 'none'")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: requests carry authorization codes, which are never logged."""
+
+
 def _unverified_claims(token: str) -> dict[str, Any]:
     """The claims of a cached id token, for display only (it came straight from the authority)."""
     try:
@@ -494,6 +774,14 @@ def _describe_error(result: Mapping[str, Any]) -> str:
     if description:
         return _first_line(description)
     return str(result.get("error") or "no token in the answer")
+
+
+def _browser_failure(result: object) -> str:
+    error = result.get("error") if isinstance(result, dict) else None
+    if error == "access_denied":
+        return "sign-in was declined in the browser"
+    reason = _describe_error(result) if isinstance(result, dict) else "no answer"
+    return f"sign-in failed: {reason}"
 
 
 def _device_flow_failure(result: object) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,9 +43,42 @@ def entra_server(issuer: EntraIssuer, data_dir: Path, port: int) -> Iterator[Anv
         yield running
 
 
+#: What decides whether a web browser can be opened: left out, a terminal over SSH or in a container.
+DISPLAY_VARIABLES = ("DISPLAY", "WAYLAND_DISPLAY", "BROWSER")
+
+BROWSER = """\
+import sys
+from html.parser import HTMLParser
+
+import httpx
+
+
+class Form(HTMLParser):
+    action = None
+    fields = {}
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        if tag == "form" and self.action is None:
+            self.action = attributes["action"]
+        elif tag == "input" and attributes.get("name"):
+            self.fields[attributes["name"]] = attributes.get("value") or ""
+
+
+# The user's browser: the sign-in page signs them in at once and answers with a form that posts
+# itself back to the command's listener, as Entra's form_post page does.
+with httpx.Client(verify=sys.argv[1], trust_env=False, timeout=10) as browser:
+    page = browser.get(sys.argv[2])
+    form = Form()
+    form.feed(page.text)
+    browser.post(form.action, data=form.fields)
+"""
+
+
 def client_env(issuer: EntraIssuer, home: Path) -> dict[str, str]:
-    """A user's environment: their own home and token cache, MSAL trusting the issuer's CA."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
+    """A user's environment without a display: their own home and token cache, MSAL trusting the
+    issuer's CA."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_") and k not in DISPLAY_VARIABLES}
     return {
         **base,
         "HOME": str(home),
@@ -141,3 +175,24 @@ async def test_login_ask_bridge_through_a_key_rollover_and_logout(
                     )
                     status = anvil(env, "login", "--status", "--url", server.url)
                     assert (status.returncode, status.stdout) == (1, f"Not signed in to {server.url}\n")
+
+
+def test_where_a_browser_can_open_anvil_login_signs_in_there(issuer: EntraIssuer, tmp_path: Path) -> None:
+    browser = tmp_path / "browser.py"
+    browser.write_text(BROWSER)
+    env = {
+        **client_env(issuer, tmp_path / "home"),
+        "DISPLAY": ":99",
+        "BROWSER": f"{sys.executable} {browser} {issuer.ca_file} %s",
+    }
+    oid = new_id("")
+    issuer.sign_in_as(oid=oid, username=USER)
+    redemptions = issuer.authorization_code_redemptions
+    with entra_server(issuer, tmp_path / "server", free_port()) as server:
+        signed_in = anvil(env, "login", "--url", server.url)
+        status = anvil(env, "login", "--status", "--url", server.url)
+    assert signed_in.returncode == 0, signed_in.stderr
+    assert signed_in.stdout == f"Signed in to {server.url} as {USER} (tenant {TENANT})\n"
+    assert signed_in.stderr == "signing in in your web browser...\n"
+    assert issuer.authorization_code_redemptions == redemptions + 1
+    assert (status.returncode, status.stdout) == (0, signed_in.stdout)

@@ -267,7 +267,7 @@ def test_a_busy_server_is_exit_5_with_the_wait(busy_url: str, tmp_path: Path) ->
 
 def test_the_clients_page_example_runs(dev_server: AnvilServer, tmp_path: Path) -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "clients.md").read_text(encoding="utf-8")
-    section = page.split("## The anvil command line\n", 1)[1].split("\n## ", 1)[0]
+    section = page.split("## The anvil command line\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     [script] = re.findall(r"^```bash\n(.*?)^```", section, flags=re.M | re.S)
     conversation = f"cli-doc-{uuid.uuid4().hex}"
     script = script.replace(".venv/bin/anvil", shlex.join(anvil_command())).replace("cli-demo", conversation)
