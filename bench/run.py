@@ -129,11 +129,12 @@ def report(results: dict[str, list[LoadResult]]) -> None:
         )
         print(f"{label:<26}" + "".join(f"{f:>12}" for f in figures))
 
-    def ratio(numerator: str, denominator: str) -> float:
+    def ratio(numerator: str, denominator: str) -> str:
         pairs = zip(results[numerator], results[denominator], strict=True)
-        return median([a.cpu_us_per_call / b.cpu_us_per_call for a, b in pairs])
+        ratios = [a.cpu_us_per_call / b.cpu_us_per_call for a, b in pairs]
+        return f"{median(ratios):.2f}x ({min(ratios):.2f} to {max(ratios):.2f})"
 
-    print("\nCPU per call, median of per-round ratios (target in brackets):")
+    print("\nCPU per call, median of per-round ratios (lowest to highest round; target in brackets):")
     for text, numerator, denominator, target in (
         ("C / B, 2026-07-28 flow", "C Anvil 2026-07-28", "B bare SDK 2026-07-28", "  [<= 1.0]"),
         ("C / B, legacy flow", "C Anvil legacy", "B bare SDK legacy", "  [<= 1.0]"),
@@ -143,7 +144,7 @@ def report(results: dict[str, list[LoadResult]]) -> None:
         ("C one conversation / B", "C Anvil one conversation", "B bare SDK 2026-07-28", "  [<= 1.5]"),
         ("D retrieval / C echo", "D Anvil retrieval", "C Anvil 2026-07-28", "  [<= 2.0]"),
     ):
-        print(f"  {text:<28}: {ratio(numerator, denominator):.2f}x{target}")
+        print(f"  {text:<28}: {ratio(numerator, denominator)}{target}")
     busy = results["C Anvil one conversation"]
     tail = median([r.p99_ms / r.p50_ms if r.p50_ms else float("nan") for r in busy])
     print(f"\nOne conversation, every connection: p99/p50 {tail:.2f}  [<= 10]")

@@ -62,6 +62,9 @@ _ENVELOPE_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 #: ASGI lifespan state), so its SDK lifespan state is the SDK default: an empty mapping.
 _NO_LIFESPAN_STATE: dict[str, Any] = {}
 _MCP_PARAM_PREFIX = MCP_PARAM_HEADER_PREFIX.lower()
+#: `json.dumps(..., separators=(",", ":"))` as the SDK calls it, without building an encoder per
+#: call (3.8 µs against 4.5 µs for an `ask` reply).
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 @dataclass
@@ -74,8 +77,16 @@ class RequestContext:
     request_id: RequestId
     message_metadata: MessageMetadata
     progress_token: ProgressToken | None = None
-    cancel_requested: anyio.Event = field(default_factory=anyio.Event)
     can_send_request: bool = False
+    _cancel_requested: anyio.Event | None = field(default=None, init=False, repr=False)
+
+    @property
+    def cancel_requested(self) -> anyio.Event:
+        """Never set (nothing can cancel a stateless request), so made only if a handler asks:
+        an anyio Event costs about 1 µs to make, on every call otherwise."""
+        if self._cancel_requested is None:
+            self._cancel_requested = anyio.Event()
+        return self._cancel_requested
 
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
@@ -154,10 +165,7 @@ class SingleExchange:
                 status = ERROR_CODE_HTTP_STATUS.get(data.code, 200)
         # Encoded as the SDK's path for the era encodes it: pydantic-core for the handshake era
         # (text stays UTF-8, and always 200), the json module for 2026-07-28.
-        if route is None:
-            encoded = pydantic_core.to_json(reply)
-        else:
-            encoded = json.dumps(reply, separators=(",", ":")).encode()
+        encoded = pydantic_core.to_json(reply) if route is None else _COMPACT_JSON.encode(reply).encode()
         length = str(len(encoded)).encode()
         response_headers = [(b"content-type", b"application/json"), (b"content-length", length)]
         await send({"type": "http.response.start", "status": status, "headers": response_headers})

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import NamedTuple
 
 CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
@@ -46,7 +46,10 @@ class Turn(NamedTuple):
 
     def size(self) -> int:
         """Bytes this turn adds to a stored conversation (UTF-8 text; metadata is small and fixed)."""
-        return len(self.question.encode()) + len(self.answer.encode()) + 64
+        # ASCII text (most text) is measured without encoding a copy of it.
+        q, a = self.question, self.answer
+        q_bytes = len(q) if q.isascii() else len(q.encode())
+        return q_bytes + (len(a) if a.isascii() else len(a.encode())) + 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,18 +98,26 @@ class Conversation:
         question length, and dropping the turn just answered would lose it silently.
         """
         turns = (*self.turns, turn)
-        total = sum(t.size() for t in turns)
-        drop = 0
-        while len(turns) - drop > 1 and (len(turns) - drop > max_turns or total > max_bytes):
+        # The turn bound first, so that only the turns it keeps are measured.
+        drop = max(len(turns) - max(max_turns, 1), 0)
+        total = sum(map(Turn.size, turns[drop:]))
+        while len(turns) - drop > 1 and total > max_bytes:
             total -= turns[drop].size()
             drop += 1
-        return replace(
-            self,
-            turns=turns[drop:],
-            dropped=self.dropped + drop,
+        # Built directly: `dataclasses.replace` looks the fields up on every call, about 1 µs here
+        # and 5 µs of a turn under load (a test checks that no field is left behind).
+        return Conversation(
+            oid=self.oid,
+            tid=self.tid,
+            conversation_id=self.conversation_id,
+            created_at=self.created_at,
             updated_at=now,
             expires_at=now + ttl_seconds,
             version=self.version + 1,
+            turns=turns[drop:],
+            dropped=self.dropped + drop,
+            instructions=self.instructions,
+            title=self.title,
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -40,3 +41,34 @@ def test_with_turn_drops_what_the_rule_drops(seed: int) -> None:
         assert conversation.turns == (*before.turns, turn)[expected_drop:]
         assert conversation.dropped == before.dropped + expected_drop
         assert conversation.turns[-1] is turn and conversation.version == before.version + 1
+
+
+@pytest.mark.parametrize("text", [*TEXTS, "mixed ascii and é", "\x00\x7f"])
+def test_a_turn_counts_the_utf8_bytes_of_its_text(text: str) -> None:
+    turn = Turn(1, text, text[::-1] + "?", 0.0)
+    assert turn.size() == len(text.encode("utf-8")) + len((text[::-1] + "?").encode("utf-8")) + 64
+
+
+def test_with_turn_keeps_every_field_it_does_not_change() -> None:
+    # Every field set to something other than its default, so one left behind shows.
+    before = Conversation(
+        oid="oid",
+        tid="tid",
+        conversation_id="c",
+        created_at=1.0,
+        updated_at=2.0,
+        expires_at=3.0,
+        version=4,
+        turns=(Turn(6, "q", "a", 2.0),),
+        dropped=5,
+        instructions="Be brief.",
+        title="A title",
+    )
+    turn = Turn(7, "q2", "a2", 10.0)
+    after = before.with_turn(turn, now=10.0, ttl_seconds=5, max_turns=1, max_bytes=1000)
+    changed = {"turns", "dropped", "updated_at", "expires_at", "version"}
+    for field in dataclasses.fields(Conversation):
+        if field.name not in changed:
+            assert getattr(after, field.name) == getattr(before, field.name), field.name
+    assert (after.turns, after.dropped, after.version) == ((turn,), 6, 5)
+    assert (after.updated_at, after.expires_at) == (10.0, 15.0)

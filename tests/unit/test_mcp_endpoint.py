@@ -255,3 +255,20 @@ async def test_a_tool_declaring_param_headers_is_left_to_the_sdk(tmp_path: Path)
     assert fast._modern_route(StarletteHeaders(headers=ASK_HEADERS), ASK) is None
     search, search_headers = modern(call("search", {"searchText": "x"}))
     assert fast._modern_route(StarletteHeaders(headers=search_headers), search) is not None
+
+
+async def test_the_request_context_offers_a_cancellation_event_that_is_never_set() -> None:
+    import anyio
+    from mcp.shared.message import ServerMessageMetadata
+    from mcp.shared.transport_context import TransportContext
+
+    from app.api.single_exchange import RequestContext
+
+    context = RequestContext(
+        transport=TransportContext(kind="streamable-http", can_send_request=False),
+        request_id=1,
+        message_metadata=ServerMessageMetadata(),
+    )
+    event = context.cancel_requested
+    assert isinstance(event, anyio.Event) and not event.is_set()
+    assert context.cancel_requested is event  # one event per request, however often asked

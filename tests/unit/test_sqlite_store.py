@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
 
+import pydantic_core
 import pytest
 
 from app.adapters.stores import sqlite as sqlite_module
@@ -164,6 +165,70 @@ async def test_a_file_in_an_earlier_layout_is_refused_and_left_as_it_was(path: P
         indexes = db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
         assert indexes.fetchall() == []
     assert stored_keys(path) == ["mcp:oid-1:old"]
+
+
+# The table and indexes Anvil 0.3.0 creates, and how it encodes a document.
+_TABLE_0_3_0 = """
+CREATE TABLE conversations (
+    key TEXT PRIMARY KEY, oid TEXT NOT NULL, tid TEXT NOT NULL, conversation_id TEXT NOT NULL,
+    version INTEGER NOT NULL, updated_at REAL NOT NULL, expires_at REAL NOT NULL, title TEXT,
+    turn_count INTEGER NOT NULL, document TEXT NOT NULL
+)
+"""
+_INDEXES_0_3_0 = (
+    "CREATE INDEX conversations_by_owner ON conversations (oid, updated_at)",
+    "CREATE INDEX conversations_by_expiry ON conversations (expires_at)",
+)
+
+
+def write_as_0_3_0(path: Path, conversations: list[Conversation]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with raw(path) as db:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(_TABLE_0_3_0)
+        for index in _INDEXES_0_3_0:
+            db.execute(index)
+        for c in conversations:
+            document = pydantic_core.to_json(to_document(c)).decode()
+            row = (c.key, c.oid, c.tid, c.conversation_id, c.version, c.updated_at, c.expires_at)
+            db.execute(
+                "INSERT INTO conversations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*row, c.title, c.turn_count, document),
+            )
+
+
+async def test_a_file_written_by_0_3_0_is_read_whole_and_continued(path: Path, clock: Clock) -> None:
+    usage = Turn(3, "q3 ✓", "a3 🔨", clock.now, "req-3", "digest-3", 120, 45)
+    written = [
+        conversation(clock, "plain", version=2),
+        conversation(clock, "named", version=3, title="Tëst", instructions="Be brief.", dropped=4),
+        conversation(clock, "usage", version=3, turns=(*conversation(clock, version=2).turns, usage)),
+    ]
+    write_as_0_3_0(path, written)
+    store = await SqliteStore.open(path, clock)
+    try:
+        for c in written:
+            assert await store.get(c.oid, c.conversation_id) == Stored(c, str(c.version))
+        clock.now += 1
+        named = written[1]
+        following = named.with_turn(
+            Turn(4, "next", "answer", clock.now),
+            now=clock.now,
+            ttl_seconds=TTL,
+            max_turns=50,
+            max_bytes=10**6,
+        )
+        assert await store.replace(following, if_match="3") == "4"
+        with raw(path) as db:
+            (document,) = db.execute(
+                "SELECT document FROM conversations WHERE key = ?", (named.key,)
+            ).fetchone()
+        # The same text 0.3.0 would have written for it.
+        assert document == pydantic_core.to_json(to_document(following)).decode()
+        listed = await store.list("oid-1", "tenant-1", limit=10)
+        assert {s.conversation_id for s in listed.items} == {"plain", "named", "usage"}
+    finally:
+        await store.aclose()
 
 
 # --- several processes on one file ----------------------------------------------------------
@@ -524,3 +589,187 @@ async def test_a_data_folder_that_is_a_file_is_refused_in_one_line(tmp_path: Pat
     (tmp_path / "data").write_text("not a folder")
     with pytest.raises(sqlite_module.StartupError, match="set ANVIL_DATA_DIR to a folder Anvil can write to"):
         await SqliteStore.open(tmp_path / "data" / "conversations.sqlite3", clock)
+
+
+# --- calls waiting together -------------------------------------------------------------------
+
+
+def statements(store: SqliteStore) -> list[str]:
+    """Every statement the store's connection runs from now on, first word upper-cased."""
+    seen: list[str] = []
+    store._connection.set_trace_callback(lambda sql: seen.append(sql.split()[0].upper()))
+    return seen
+
+
+async def test_writes_made_together_are_committed_in_one_transaction(
+    store: SqliteStore, clock: Clock
+) -> None:
+    firsts = [conversation(clock, f"c-{n}") for n in range(4)]
+    etags = await asyncio.gather(*(store.create(c) for c in firsts))
+    seen = statements(store)
+    seconds = [conversation(clock, f"c-{n}", version=2) for n in range(4)]
+    assert (
+        await asyncio.gather(
+            *(store.replace(c, if_match=etag) for c, etag in zip(seconds, etags, strict=True))
+        )
+        == ["2"] * 4
+    )
+    assert seen == ["BEGIN", "UPDATE", "UPDATE", "UPDATE", "UPDATE", "COMMIT"]
+    for c in seconds:
+        assert await store.get(c.oid, c.conversation_id) == Stored(c, "2")
+
+
+async def test_a_write_that_loses_its_race_leaves_the_others_of_its_batch_written(
+    store: SqliteStore, clock: Clock
+) -> None:
+    a, b = conversation(clock, "a"), conversation(clock, "b")
+    await asyncio.gather(store.create(a), store.create(b))
+    results = await asyncio.gather(
+        store.replace(conversation(clock, "a", version=2), if_match="1"),
+        store.replace(conversation(clock, "b", version=2), if_match="7"),  # not the stored version
+        store.replace(conversation(clock, "b", version=2, title="twice"), if_match="1"),
+        return_exceptions=True,
+    )
+    assert results[0] == "2" and isinstance(results[1], VersionConflict) and results[2] == "2"
+    assert await store.get("oid-1", "a") == Stored(conversation(clock, "a", version=2), "2")
+    assert await store.get("oid-1", "b") == Stored(conversation(clock, "b", version=2, title="twice"), "2")
+
+
+async def test_a_batch_whose_transaction_fails_keeps_none_of_its_writes_and_still_answers_its_reads(
+    path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_module, "BUSY_TIMEOUT", 0.05)
+    impatient = await SqliteStore.open(path, clock)
+    try:
+        await asyncio.gather(
+            impatient.create(conversation(clock, "a")), impatient.create(conversation(clock, "b"))
+        )
+        with raw(path) as other_process:
+            other_process.execute("BEGIN IMMEDIATE")  # holds the write lock past the busy timeout
+            results = await asyncio.gather(
+                impatient.replace(conversation(clock, "a", version=2), if_match="1"),
+                impatient.replace(conversation(clock, "b", version=2), if_match="1"),
+                impatient.get("oid-1", "a"),
+                return_exceptions=True,
+            )
+            other_process.execute("ROLLBACK")
+        assert isinstance(results[0], Unavailable) and isinstance(results[1], Unavailable)
+        assert results[2] == Stored(conversation(clock, "a"), "1")
+        for name in ("a", "b"):
+            assert await impatient.get("oid-1", name) == Stored(conversation(clock, name), "1")
+    finally:
+        await impatient.aclose()
+
+
+async def test_a_read_waiting_beside_a_write_sees_it_without_decoding_the_document(
+    store: SqliteStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = conversation(clock)
+    etag = await store.create(first)
+    decodes = count_decodes(monkeypatch)
+    second = conversation(clock, version=2)
+    written, read = await asyncio.gather(store.replace(second, if_match=etag), store.get("oid-1", "conv-1"))
+    assert written == "2" and read == Stored(second, "2")
+    assert decodes == []
+
+
+async def test_a_caller_that_stops_waiting_does_not_stop_the_others(store: SqliteStore, clock: Clock) -> None:
+    await store.create(conversation(clock))
+    calls = [asyncio.ensure_future(store.get("oid-1", "conv-1")) for _ in range(3)]
+    await asyncio.sleep(0)  # all three are waiting for the worker thread
+    calls[1].cancel()
+    assert await calls[0] == await calls[2] == Stored(conversation(clock), "1")
+    assert calls[1].cancelled()
+
+
+async def test_a_call_made_just_before_closing_is_still_answered(path: Path, clock: Clock) -> None:
+    closing_store = await SqliteStore.open(path, clock)
+    await closing_store.create(conversation(clock))
+    waiting = asyncio.ensure_future(closing_store.get("oid-1", "conv-1"))
+    await asyncio.sleep(0)  # waiting for the worker thread, which has not been asked yet
+    await closing_store.aclose()
+    assert await waiting == Stored(conversation(clock), "1")
+
+
+async def test_a_call_waiting_when_the_worker_stops_is_refused_not_left_waiting(
+    path: Path, clock: Clock
+) -> None:
+    closing_store = await SqliteStore.open(path, clock)
+    waiting = asyncio.ensure_future(closing_store.get("oid-1", "conv-1"))
+    await asyncio.sleep(0)  # waiting for the worker thread, which has not been asked yet
+    closing_store._worker.stop()
+    with pytest.raises(RuntimeError, match="closed"):
+        await waiting
+    closing_store._connection.close()
+
+
+# --- turns kept encoded -------------------------------------------------------------------------
+
+
+def count_encoded_turns(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    encoded: list[int] = []
+    original = sqlite_module.encode_turn
+
+    def counting(turn: Turn) -> str:
+        encoded.append(turn.number)
+        return original(turn)
+
+    monkeypatch.setattr(sqlite_module, "encode_turn", counting)
+    return encoded
+
+
+def stored_document(path: Path) -> object:
+    with raw(path) as db:
+        return json.loads(db.execute("SELECT document FROM conversations").fetchone()[0])
+
+
+async def test_a_turn_appended_to_what_this_process_wrote_is_the_only_turn_encoded(
+    store: SqliteStore, path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded = count_encoded_turns(monkeypatch)
+    current = conversation(clock, version=3)
+    etag = await store.create(current)
+    assert encoded == [1, 2, 3]
+    for number in (4, 5, 6):
+        encoded.clear()
+        clock.now += 1
+        turn = Turn(number, f"q{number} ✓", f"a{number}", clock.now, "rid", "digest", 10, 20)
+        following = current.with_turn(turn, now=clock.now, ttl_seconds=TTL, max_turns=4, max_bytes=10_000)
+        etag = await store.replace(following, if_match=etag)
+        assert encoded == [number]
+        assert stored_document(path) == to_document(following)
+        current = following
+    assert [t.number for t in current.turns] == [3, 4, 5, 6]  # the oldest ones were dropped
+
+
+async def test_turns_are_encoded_whole_when_they_are_not_the_ones_held(
+    store: SqliteStore, path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    etag = await store.create(conversation(clock, version=2))
+    encoded = count_encoded_turns(monkeypatch)
+    # The same turn numbers with other text: a replace may store anything.
+    rewritten = conversation(
+        clock, version=3, turns=(Turn(1, "other", "text", 1.0), Turn(2, "q2", "a2", clock.now))
+    )
+    await store.replace(rewritten, if_match=etag)
+    assert encoded == [1, 2]
+    assert stored_document(path) == to_document(rewritten)
+
+
+async def test_after_another_process_writes_the_next_write_encodes_every_turn(
+    store: SqliteStore, path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = await SqliteStore.open(path, clock)
+    try:
+        etag = await store.create(conversation(clock))
+        theirs = conversation(clock, version=2)
+        await other.replace(theirs, if_match=etag)
+        stored = await store.get("oid-1", "conv-1")
+        assert stored == Stored(theirs, "2")
+        encoded = count_encoded_turns(monkeypatch)
+        ours = conversation(clock, version=3)
+        await store.replace(ours, if_match=stored.etag)
+        assert encoded == [1, 2, 3]
+        assert stored_document(path) == to_document(ours)
+    finally:
+        await other.aclose()

@@ -1,11 +1,13 @@
 """One thread that runs blocking calls in order and hands each result back to the event loop.
 
-The SQLite store's calls run here, one at a time on the thread that owns the connection. It is
-a few lines more than `anyio.to_thread.run_sync` with a capacity limiter of one, and it was kept
-because it costs a turn far less: side by side under load (wrk, 16 connections, a 2026-07-28
-turn with history over 64 conversations), Anvil took about 400 µs of CPU per call with this
-worker against about 560 µs through anyio's thread pool, whose limiter, cancel scope and thread
-hand-off run on every call (docs/performance.md).
+The SQLite store's calls run here, one batch at a time on the thread that owns the connection.
+It is a few lines more than `anyio.to_thread.run_sync` with a capacity limiter of one, and it
+was kept because a hand-over costs less: side by side under load (wrk, a 2026-07-28 turn with
+history over 64 conversations), Anvil took about 324 µs of CPU per call with this worker against
+about 367 µs through anyio's thread pool with 2 connections, where nearly every call is a batch
+of its own; with 16 connections, where a batch holds about 16 calls, the two cost the same
+(245 and 243 µs). anyio's limiter, cancel scope and thread hand-off run on every hand-over
+(docs/performance.md).
 """
 
 from __future__ import annotations
