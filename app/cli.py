@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -253,53 +253,51 @@ def _sign_in(sign_in: UserSignIn, *, device_code: bool, prefix: str = "") -> Acc
 
 def login(args: argparse.Namespace) -> int:
     """Sign in to the server at `--url` with a device code, or show who is signed in (`--status`)."""
-    from app.login import SignInError
-    from app.tokens import SignInProblem, sign_in_for
 
-    try:
-        sign_in = sign_in_for(args.url)
-        if sign_in is None:
-            print(f"anvil: {args.url} asks for no sign-in; nothing to do")
-            return 0
-        if args.status:
-            account = sign_in.who()
-            if account is None:
-                print(f"Not signed in to {args.url}")
-                return 1
-        else:
-            account = _sign_in(sign_in, device_code=args.device_code)
-    except SignInProblem as problem:
-        print(f"anvil: {problem}", file=sys.stderr)
-        return problem.exit_code
-    except SignInError as error:
-        print(f"anvil: {error}", file=sys.stderr)
-        return 4
-    print(f"Signed in to {args.url} as {account.username} (tenant {account.tenant_id})")
-    return 0
+    def signed_in(sign_in: UserSignIn) -> int:
+        account = sign_in.who() if args.status else _sign_in(sign_in, device_code=args.device_code)
+        if account is None:
+            print(f"Not signed in to {args.url}")
+            return 1
+        print(f"Signed in to {args.url} as {account.username} (tenant {account.tenant_id})")
+        return 0
+
+    return _with_user_sign_in(args.url, signed_in)
 
 
 def logout(args: argparse.Namespace) -> int:
     """Forget the user signed in to the server at `--url`, and their tokens."""
+
+    def signed_out(sign_in: UserSignIn) -> int:
+        forgotten = sign_in.logout()
+        if forgotten:
+            print(f"Signed out of {args.url}: {', '.join(forgotten)}")
+        else:
+            print(f"No one was signed in to {args.url}")
+        return 0
+
+    return _with_user_sign_in(args.url, signed_out)
+
+
+def _with_user_sign_in(url: str, action: Callable[[UserSignIn], int]) -> int:
+    """Run `action` with the user's sign-in to the server at `url`; its exit code, or a one-line
+    reason on stderr and the exit code for it when the server cannot be asked or sign-in fails."""
+    from app.client import EXIT_SIGN_IN_REFUSED
     from app.login import SignInError
     from app.tokens import SignInProblem, sign_in_for
 
     try:
-        sign_in = sign_in_for(args.url)
+        sign_in = sign_in_for(url)
         if sign_in is None:
-            print(f"anvil: {args.url} asks for no sign-in; nothing to do")
+            print(f"anvil: {url} asks for no sign-in; nothing to do")
             return 0
-        forgotten = sign_in.logout()
+        return action(sign_in)
     except SignInProblem as problem:
         print(f"anvil: {problem}", file=sys.stderr)
         return problem.exit_code
     except SignInError as error:
         print(f"anvil: {error}", file=sys.stderr)
-        return 4
-    if forgotten:
-        print(f"Signed out of {args.url}: {', '.join(forgotten)}")
-    else:
-        print(f"No one was signed in to {args.url}")
-    return 0
+        return EXIT_SIGN_IN_REFUSED
 
 
 def render_answer(envelope: dict[str, Any]) -> str:

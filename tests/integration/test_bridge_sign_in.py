@@ -168,6 +168,8 @@ async def test_login_ask_bridge_through_a_key_rollover_and_logout(
                         0,
                         f"Signed out of {server.url}: {USER}\n",
                     )
+                    again = anvil(env, "logout", "--url", server.url)
+                    assert (again.returncode, again.stdout) == (0, f"No one was signed in to {server.url}\n")
                     refused = anvil(env, "ask", "--url", server.url, "What now?")
                     assert refused.returncode == 4 and refused.stdout == ""
                     assert refused.stderr == (

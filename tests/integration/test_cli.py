@@ -194,6 +194,23 @@ def test_no_server_is_exit_3_naming_the_url(tmp_path: Path) -> None:
     assert url in line and "anvil serve" in line
 
 
+@pytest.mark.parametrize("command", ["login", "logout"])
+def test_login_and_logout_have_nothing_to_do_where_the_server_asks_for_no_sign_in(
+    anon_server: AnvilServer, tmp_path: Path, command: str
+) -> None:
+    ran = anvil(command, "--url", anon_server.url, cwd=tmp_path)
+    expected = f"anvil: {anon_server.url} asks for no sign-in; nothing to do\n"
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, expected, "")
+
+
+@pytest.mark.parametrize("command", ["login", "logout"])
+def test_login_and_logout_without_a_server_are_exit_3_naming_the_url(tmp_path: Path, command: str) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    ran = anvil(command, "--url", url, cwd=tmp_path)
+    assert ran.returncode == 3
+    assert url in one_error_line(ran)
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -923,6 +923,22 @@ def test_the_issuer_redeems_a_code_once_for_its_client_redirect_uri_and_pkce_ver
     assert (issuer.authorization_requests, issuer.authorization_code_redemptions) == (5, 6)
 
 
+def authorization_request(issuer: EntraIssuer, **change: str) -> httpx.Response:
+    """The issuer's answer to a browser's authorization request: a valid one, with `change` applied."""
+    params = {
+        "client_id": DEFAULT_CLIENT_ID,
+        "response_type": "code",
+        "redirect_uri": "http://127.0.0.1:8765/",
+        "scope": API_SCOPE,
+        "state": "s-1",
+        "code_challenge": pkce_challenge(secrets.token_urlsafe(48)),
+        "code_challenge_method": "S256",
+        **change,
+    }
+    with browser_client(issuer) as client:
+        return client.get(f"{issuer.authority}/{TENANT}/oauth2/v2.0/authorize", params=params)
+
+
 @pytest.mark.parametrize(
     ("change", "error"),
     [
@@ -936,18 +952,7 @@ def test_the_issuer_redeems_a_code_once_for_its_client_redirect_uri_and_pkce_ver
 def test_the_issuer_sends_a_bad_authorization_request_back_with_an_error(
     issuer: EntraIssuer, change: dict[str, str], error: str
 ) -> None:
-    params = {
-        "client_id": DEFAULT_CLIENT_ID,
-        "response_type": "code",
-        "redirect_uri": "http://127.0.0.1:8765/",
-        "scope": API_SCOPE,
-        "state": "s-1",
-        "code_challenge": pkce_challenge(secrets.token_urlsafe(48)),
-        "code_challenge_method": "S256",
-        **change,
-    }
-    with browser_client(issuer) as client:
-        answer = client.get(f"{issuer.authority}/{TENANT}/oauth2/v2.0/authorize", params=params)
+    answer = authorization_request(issuer, **change)
     assert answer.status_code == 302
     fields = parse_qs(urlsplit(answer.headers["Location"]).query)
     assert fields["error"] == [error]
@@ -961,17 +966,7 @@ def test_the_issuer_sends_a_bad_authorization_request_back_with_an_error(
 def test_the_issuer_never_sends_the_browser_to_a_redirect_uri_other_than_loopback(
     issuer: EntraIssuer, redirect_uri: str
 ) -> None:
-    params = {
-        "client_id": DEFAULT_CLIENT_ID,
-        "response_type": "code",
-        "redirect_uri": redirect_uri,
-        "scope": API_SCOPE,
-        "state": "s-1",
-        "code_challenge": pkce_challenge(secrets.token_urlsafe(48)),
-        "code_challenge_method": "S256",
-    }
-    with browser_client(issuer) as client:
-        answer = client.get(f"{issuer.authority}/{TENANT}/oauth2/v2.0/authorize", params=params)
+    answer = authorization_request(issuer, redirect_uri=redirect_uri)
     assert answer.status_code == 400
     assert "location" not in answer.headers
     assert "AADSTS50011" in answer.text

@@ -38,22 +38,17 @@ interrupted, after printing the settings that point Anvil at it and a token for 
 from __future__ import annotations
 
 import argparse
-import atexit
 import base64
-import datetime
 import functools
 import hashlib
 import hmac
 import html
-import ipaddress
 import json
 import re
 import secrets
-import shutil
 import signal
 import ssl
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -67,11 +62,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import jwt
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
+
+from support.tls import TlsFiles, tls_files
 
 V1_ISSUER_HOST = "https://sts.windows.net"
 #: The tenant and API app the security tests (and a local run) use.
@@ -132,103 +127,6 @@ def hs256_token(claims: Mapping[str, Any], secret: bytes, kid: str) -> str:
 
 
 # --- TLS ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """PEM files of a throwaway CA and of a server certificate it signed for 127.0.0.1/localhost."""
-
-    ca_file: Path
-    cert_file: Path
-    key_file: Path
-
-
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
-@functools.cache
-def tls_files() -> TlsFiles:
-    """The CA and server certificate, made on first use and shared by the whole test run.
-
-    They live in a temporary folder removed when the process exits. The certificates carry the
-    extensions a strict verifier wants (key usages, key identifiers, a CA basic constraint).
-    """
-    now = datetime.datetime.now(datetime.UTC)
-    valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=2))
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Local Entra issuer test CA")])
-    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(valid[0])
-        .not_valid_after(valid[1])
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(ca_ski, critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    server_key = ec.generate_private_key(ec.SECP256R1())
-    server_cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-        .issuer_name(ca_name)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(valid[0])
-        .not_valid_after(valid[1])
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")), x509.DNSName("localhost")]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(server_key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    folder = Path(tempfile.mkdtemp(prefix="entra-issuer-tls-"))
-    atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    files = TlsFiles(folder / "ca.pem", folder / "server.pem", folder / "server-key.pem")
-    files.ca_file.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    files.cert_file.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
-    files.key_file.write_bytes(_pem_key(server_key))
-    return files
 
 
 class _TlsServer(ThreadingHTTPServer):

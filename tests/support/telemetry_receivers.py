@@ -9,9 +9,9 @@ every request and answers the way the real service does, so a real exporter (in 
   classes and keeps spans, metric points and log records as plain Python values.
 - `running_azure_ingestion()` takes the Application Insights ingestion API, `POST /v2.1/track` (a JSON
   array of envelopes), answers `{"itemsReceived": n, "itemsAccepted": n, "errors": []}`, and records
-  the live-metrics (QuickPulse) calls too. With `tls=True` it serves HTTPS with a throwaway
-  certificate authority (`ca_file`), which Entra ID (AAD) sign-in needs: the Azure SDK refuses to send
-  a bearer token over plain HTTP.
+  the live-metrics (QuickPulse) calls too. With `tls=True` it serves HTTPS with a certificate of
+  the test run's throwaway authority (`ca_file`, from `support.tls`), which Entra ID (AAD) sign-in
+  needs: the Azure SDK refuses to send a bearer token over plain HTTP.
 
 Tests wait with `wait_for(predicate, timeout)`, woken on every request; `raw_bodies()` returns every
 byte received, decompressed, so a test can search all of it for text that must never leave.
@@ -20,12 +20,9 @@ byte received, decompressed, so a test can search all of it for text that must n
 from __future__ import annotations
 
 import base64
-import datetime as dt
 import gzip
-import ipaddress
 import json
 import re
-import tempfile
 import threading
 import time
 import zlib
@@ -57,6 +54,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from support.anvil_server import free_port
+from support.tls import tls_files
 
 #: The instrumentation key in `AzureIngestion.connection_string` (any GUID does; this one is fixed).
 INSTRUMENTATION_KEY = "00000000-0000-4000-8000-0000000a4e71"
@@ -528,92 +526,36 @@ def _breeze_error(status: int, message: str) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
-def _write_certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and localhost (it is its own authority): (cert, key)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "local telemetry receiver")])
-    now = dt.datetime.now(dt.UTC)
-    public = key.public_key()
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(public)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(public), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(public), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "receiver.pem", folder / "receiver.key"
-    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
-
-
 R = TypeVar("R", bound="_Recorder")
 
 
 @contextmanager
 def _serving(recorder: R) -> Iterator[R]:
     """Serve `recorder.app()` until exit, then stop the server and join its thread."""
-    with tempfile.TemporaryDirectory(prefix="telemetry-receiver-") as folder:
-        tls: dict[str, Any] = {}
-        if recorder.tls:
-            cert_path, key_path = _write_certificate(Path(folder))
-            recorder.ca_file = cert_path
-            tls = {"ssl_certfile": str(cert_path), "ssl_keyfile": str(key_path)}
-        config = uvicorn.Config(
-            recorder.asgi(), host="127.0.0.1", port=recorder.port, log_level="warning", lifespan="off", **tls
-        )
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 30
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the local {type(recorder).__name__} did not start")
-            time.sleep(0.01)  # polling the server's own started flag
-        try:
-            yield recorder
-        finally:
-            server.should_exit = True
-            # An idle keep-alive TLS client (the exporters keep one) never answers the server's close_notify,
-            # so a graceful stop would wait out asyncio's 30 s TLS shutdown timeout: stop at once instead.
-            server.force_exit = recorder.tls
-            thread.join(timeout=30)
+    tls: dict[str, Any] = {}
+    if recorder.tls:
+        files = tls_files()
+        recorder.ca_file = files.ca_file
+        tls = {"ssl_certfile": str(files.cert_file), "ssl_keyfile": str(files.key_file)}
+    config = uvicorn.Config(
+        recorder.asgi(), host="127.0.0.1", port=recorder.port, log_level="warning", lifespan="off", **tls
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"the local {type(recorder).__name__} did not start")
+        time.sleep(0.01)  # polling the server's own started flag
+    try:
+        yield recorder
+    finally:
+        server.should_exit = True
+        # An idle keep-alive TLS client (the exporters keep one) never answers the server's close_notify,
+        # so a graceful stop would wait out asyncio's 30 s TLS shutdown timeout: stop at once instead.
+        server.force_exit = recorder.tls
+        thread.join(timeout=30)
 
 
 @contextmanager
