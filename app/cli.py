@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 #: them must not make the server refuse to start as if they were misspelt settings.
 CLIENT_VARIABLES = frozenset({"ANVIL_URL", "ANVIL_TOKEN", "ANVIL_TOKEN_CACHE", "ANVIL_SIGN_IN_CLIENT_ID"})
 DEFAULT_URL = "http://127.0.0.1:8000"
+#: Exit status when standard output was closed before everything was written to it: 128 + SIGPIPE
+#: (13), what a shell reports for `cat` or `grep` in the same place (a literal: Windows has no
+#: SIGPIPE).
+EXIT_CLOSED_PIPE = 141
 
 
 def _settings(**overrides: Any) -> Settings:
@@ -75,6 +79,7 @@ def serve(args: argparse.Namespace) -> int:
     from app.observability import configure_logging
 
     configure_logging(settings)
+    from app.api.frontdoor import front_door
     from app.main import create_app
     from app.telemetry import TelemetryError
 
@@ -105,6 +110,15 @@ def serve(args: argparse.Namespace) -> int:
         access_log=False,
         server_header=False,
         proxy_headers=False,
+        # uvicorn has no deadline or size limit for request heads, nor a deadline for bodies: the
+        # front door adds them, and keeps connections that have not sent a whole request out of
+        # `limit_concurrency`.
+        http=front_door(
+            header_timeout=settings.header_timeout_seconds,
+            max_header_bytes=settings.max_header_bytes,
+            body_timeout=settings.body_timeout_seconds,
+            draining=lambda: bool(getattr(api.state, "draining", False)),
+        ),
         timeout_keep_alive=settings.keep_alive_seconds,
         limit_concurrency=settings.max_concurrent_requests,
         timeout_graceful_shutdown=settings.drain_seconds,
@@ -357,6 +371,22 @@ def _server_url(value: str) -> str:
     return value.rstrip("/")
 
 
+def _ttl(value: str) -> int:
+    """argparse type: a token lifetime in whole seconds, from 1 second to 30 days."""
+    from app.adapters.auth.dev import MAX_TTL_SECONDS
+
+    try:
+        seconds = int(value)
+    except ValueError:
+        seconds = 0
+    if not 1 <= seconds <= MAX_TTL_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a lifetime from 1 second to 30 days: give whole seconds, "
+            f"from 1 to {MAX_TTL_SECONDS}"
+        )
+    return seconds
+
+
 def _question(value: str) -> str:
     """argparse type: a question with some text in it."""
     if not value.strip():
@@ -379,7 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user", required=True, help="user name; the same name always maps to the same user")
     p.add_argument("--tenant", help="tenant id (default: the dev tenant)")
     p.add_argument("--scope", action="append", help="delegated scope (repeatable; default access_as_user)")
-    p.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
+    p.add_argument(
+        "--ttl", type=_ttl, default=3600, help="lifetime in seconds, 1 second to 30 days (default 3600)"
+    )
     p.set_defaults(run=token)
 
     p = commands.add_parser("ask", help="ask a running server a question (REST POST /api/ask)")
@@ -456,10 +488,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _closed_pipe(error: BaseException) -> bool:
+    """Whether `error` is only a closed pipe: a `BrokenPipeError`, or a task group's (the bridge's
+    stdio tasks) holding nothing else."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(_closed_pipe(inner) for inner in error.exceptions)
+    return isinstance(error, BrokenPipeError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `anvil` command line with `argv` (default: the process's arguments)."""
-    args = build_parser().parse_args(argv)
-    result: int = args.run(args)
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+            result: int = args.run(args)
+        finally:
+            # Here, also after `--help` or `--version` (which exit): a pipe closed before the
+            # buffered output went out fails in this `try`, not in the interpreter's flush at
+            # exit, which would print "Exception ignored ..." on stderr.
+            sys.stdout.flush()
+    except (BrokenPipeError, BaseExceptionGroup) as error:
+        if not _closed_pipe(error):
+            raise
+        # The reader went away (`anvil ask ... | head -c 10`): nothing more can be said to it, and
+        # a traceback on stderr would only hide what the reader did print. Whatever is still
+        # buffered goes to devnull, so the flush at exit cannot fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        # 141 rather than 1: `set -o pipefail` scripts that let a closed pipe pass for `cat` or
+        # `grep` (status 141) then treat anvil alike, and 1 would read as a failure of anvil's own.
+        return EXIT_CLOSED_PIPE
     return result
 
 

@@ -55,6 +55,7 @@ from msal_extensions.persistence import PersistenceError  # type: ignore[import-
 
 from app import __version__
 from app.adapters.auth.dev import DEV_AUTHORITY
+from app.private_files import private_file
 from app.settings import is_loopback
 
 logger = logging.getLogger(__name__)
@@ -263,26 +264,11 @@ def _api_scopes(value: object, malformed: Callable[[str], DiscoveryError]) -> tu
 # --- the token cache -----------------------------------------------------------------------------
 
 
-def _private_file(path: Path) -> None:
-    """Create `path` owner-only (0600) and its missing folders owner-only (0700), whatever the
-    umask; an existing file is narrowed to 0600 too. (No modes on Windows: the profile's ACLs.)"""
-    if os.name != "posix":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return
-    for folder in [parent for parent in reversed(path.parents) if not parent.exists()]:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        folder.chmod(0o700)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        os.fchmod(descriptor, 0o600)
-    finally:
-        os.close(descriptor)
-
-
 def _open_cache(path: Path, *, encrypt: bool) -> tuple[Any, bool]:
     """MSAL's cache persisted at `path`, and whether it is encrypted."""
     try:
-        _private_file(path)
+        # Owner-only whatever the umask; a cache left wider by an earlier version is narrowed.
+        private_file(path, narrow=True)
     except OSError as error:
         raise SignInUnavailable(f"cannot create the token cache {path}: {_first_line(error)}") from None
     persistence: Any = None

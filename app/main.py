@@ -14,8 +14,9 @@ from typing import Any
 
 import anyio
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from starlette.datastructures import State
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import app
@@ -29,6 +30,7 @@ from app.api.rest import WELL_KNOWN, add_routes, build_openapi
 from app.api.signin import BearerAuthMiddleware
 from app.domain.ask import AskService, HistoryLimits
 from app.domain.lifecycle import ConversationService
+from app.domain.turn_queue import TurnQueue
 from app.ports import AnswerEngine, ConversationStore
 from app.runtime import Runtime
 from app.settings import Settings
@@ -53,15 +55,16 @@ async def open_store(settings: Settings) -> ConversationStore:
     return await SqliteStore.open(settings.data_dir / "conversations.sqlite3")
 
 
-async def open_engine(settings: Settings, stack: AsyncExitStack) -> AnswerEngine:
-    """The configured answer engine; the corpus index is built off the event loop.
+async def open_engine(settings: Settings, stack: AsyncExitStack) -> tuple[AnswerEngine, int | None]:
+    """The configured answer engine, and how many documents its corpus holds (None for echo,
+    which reads none); the corpus index is built off the event loop.
 
     The language-model engines answer from the same index as the embedded one.
     """
     if settings.answer_engine == "echo":
         from app.adapters.engines.echo import EchoEngine
 
-        return EchoEngine()
+        return EchoEngine(), None
     from app.adapters.engines.retrieval import RetrievalEngine
 
     corpus = settings.corpus_path()
@@ -69,12 +72,12 @@ async def open_engine(settings: Settings, stack: AsyncExitStack) -> AnswerEngine
         raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of Markdown files")
     retrieval = await anyio.to_thread.run_sync(RetrievalEngine.build, corpus)
     if settings.answer_engine == "retrieval":
-        return retrieval
+        return retrieval, retrieval.document_count
     from app.adapters.engines.chat import open_chat_engine
 
     engine = open_chat_engine(settings, retrieval)
     stack.push_async_callback(engine.aclose)
-    return engine
+    return engine, retrieval.document_count
 
 
 async def open_runtime(
@@ -84,7 +87,7 @@ async def open_runtime(
     `telemetry`, the store and the engine are traced."""
     store: ConversationStore = await open_store(settings)
     stack.push_async_callback(store.aclose)
-    engine = await open_engine(settings, stack)
+    engine, corpus_documents = await open_engine(settings, stack)
     if telemetry is not None:
         store = TracedStore(store, telemetry, settings.store)
         model = settings.openai_model if settings.answer_engine == "openai" else None
@@ -97,6 +100,8 @@ async def open_runtime(
     readiness: dict[str, Callable[[], Awaitable[None]]] = {"store": store.check}
     if auth.readiness is not None:
         readiness["signing-keys"] = auth.readiness
+    # One queue of writers for both services: a delete makes the writers forget the conversation.
+    writers = TurnQueue()
     return Runtime(
         settings=settings,
         service=AskService(
@@ -109,14 +114,17 @@ async def open_runtime(
             ),
             max_question_chars=settings.max_question_chars,
             max_conversations=settings.max_conversations_per_user,
+            writers=writers,
         ),
         conversations=ConversationService(
             store,
             ttl_seconds=settings.history_ttl_seconds,
             max_instructions_chars=settings.max_question_chars,
             max_conversations=settings.max_conversations_per_user,
+            writers=writers,
         ),
         verifier=auth.verifier,
+        corpus_documents=corpus_documents,
         resource_metadata=protected_resource_metadata(settings, auth) if auth.verifier is not None else None,
         readiness=readiness,
         telemetry=telemetry,
@@ -145,12 +153,40 @@ class StartupFailures:
         await self.app(scope, receive, report)
 
 
+class HeadersOnly:
+    """ASGI app: a GET route's own handler, answering HEAD with the status and headers the GET
+    gets (`Content-Length` included) and no body."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def without_body(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        await self.app(scope, receive, without_body)
+
+
+def serve_head(routes: list[BaseRoute]) -> None:
+    """Serve HEAD wherever a route serves GET (RFC 9110, 9.3.2): the probes, the sign-in
+    metadata, the REST reads. FastAPI's routes serve only the methods they name (Starlette's
+    own, such as `/openapi.json`, already add HEAD), so each gets a HEAD route beside it, left
+    out of the OpenAPI document as HEAD is implied by GET."""
+    for route in list(routes):
+        if isinstance(route, APIRoute) and (route.methods or set()) & {"GET", "HEAD"} == {"GET"}:
+            routes.append(
+                Route(route.path, HeadersOnly(route.app), methods=["HEAD"], include_in_schema=False)
+            )
+
+
 def create_app(settings: Settings | None = None, *, telemetry: Telemetry | None = None) -> FastAPI:
     """Build Anvil for `settings` (read from the environment when omitted).
 
     Requests pass, outermost first: `RequestGuard` (Host, Origin, method, declared size),
     `BearerAuthMiddleware` (sign-in for `/mcp` and `/api/`), `BodyGuard` (the body within its
-    deadline and size, the protocol version), then the routes: `/mcp` (the MCP endpoint) and the
+    size, the protocol version), then the routes: `/mcp` (the MCP endpoint) and the
     REST routes generated from the same operations.
 
     Telemetry starts from the environment (`app.telemetry.start`) unless `telemetry` is given.
@@ -203,11 +239,11 @@ def create_app(settings: Settings | None = None, *, telemetry: Telemetry | None 
     api.router.routes.insert(
         0, Route(MCP_PATH, mcp_endpoint(server, manager, streaming, settings), include_in_schema=False)
     )
+    serve_head(api.router.routes)
     # Added innermost first: header checks, then sign-in, then the body (so a caller without a
     # valid token is refused before it sends one).
-    api.add_middleware(
-        BodyGuard, max_body_bytes=settings.max_body_bytes, deadline=settings.body_timeout_seconds
-    )
+    # The body's deadline is the front door's (`anvil serve`), which needs no timer per request.
+    api.add_middleware(BodyGuard, max_body_bytes=settings.max_body_bytes)
     if settings.rate_limit_per_minute:
         api.add_middleware(RateLimit, per_minute=settings.rate_limit_per_minute)
     api.add_middleware(BearerAuthMiddleware, resource_metadata_url=settings.base_url + WELL_KNOWN + "/mcp")

@@ -23,12 +23,25 @@ class VersionConflict(Exception):
     """Another writer got there first (or the conversation is gone): re-read and re-apply."""
 
 
+class QuotaFull(Exception):
+    """The user already keeps the most live conversations allowed: the new one was not created."""
+
+    def __init__(self, kept: int) -> None:
+        super().__init__(f"{kept} live conversations")
+        #: How many live conversations the user keeps (at least the limit).
+        self.kept = kept
+
+
 class InvalidCursor(ValueError):
     """A listing cursor this store did not issue (or that no longer parses)."""
 
 
 class Stored(NamedTuple):
-    """A conversation as read, with the concurrency token (ETag) a conditional write must name."""
+    """A conversation as read, with the concurrency token (ETag) a conditional write must name.
+
+    An ETag never repeats for a key: one read before a delete can never match what is written
+    after it, even when the conversation is created again with the same version numbers.
+    """
 
     conversation: Conversation
     etag: str
@@ -48,10 +61,13 @@ class ConversationStore(Protocol):
         """The live conversation under this key and its ETag, or None when missing or expired."""
         ...
 
-    async def create(self, conversation: Conversation) -> str:
+    async def create(self, conversation: Conversation, *, max_conversations: int | None = None) -> str:
         """Store a new conversation and return its ETag; `VersionConflict` if a live one has its key.
 
-        An expired conversation under the same key is replaced.
+        An expired conversation under the same key is replaced. With `max_conversations`, the
+        conversation is created only if its user keeps fewer live ones in its tenant, checked in
+        the same atomic step as the creation (so concurrent creations never pass the limit
+        together); otherwise `QuotaFull`.
         """
         ...
 

@@ -31,6 +31,8 @@ class Runtime:
     readiness: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
     #: None unless an exporter is configured (`app.telemetry`).
     telemetry: Telemetry | None = None
+    #: How many documents the answer engine's corpus holds; None when it reads none (echo).
+    corpus_documents: int | None = None
 
 
 def runtime_of(scope: Mapping[str, Any]) -> Runtime:

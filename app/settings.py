@@ -8,16 +8,66 @@ one clear line instead of misbehaving later.
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-CommaList = Annotated[list[str], NoDecode]
+LIST_FORMS = 'the values separated by commas (one,two) or a JSON list of strings (["one","two"])'
+#: No value of a list setting (a Host, an Origin, a scope, a tenant id) holds a quote, a comma or
+#: a space: one that does is a quoted or space-separated list read as one value, matching nothing.
+_NOT_IN_LIST_VALUES = re.compile(r"[\s\"',]")
+#: The most ANVIL_MAX_QUESTION_CHARS may be: the longest text argument any configuration accepts.
+MAX_TEXT_CHARS = 32_000
+
+
+def _starts_with_ipv6_host(text: str) -> bool:
+    """Whether `text` starts with a bracketed IPv6 address, as the Host `[::1]:8000` does."""
+    end = text.find("]")
+    if end < 0:
+        return False
+    try:
+        ipaddress.IPv6Address(text[1:end])
+    except ValueError:
+        return False
+    return True
+
+
+def parse_list(value: object) -> object:
+    """The values of a list setting given as text: comma-separated, or a JSON list of strings.
+
+    Text starting with `[` is taken for JSON, unless it starts with a bracketed IPv6 address (a
+    Host value), so a list in another form stops start-up instead of being read as values that
+    match nothing. Values that are already a list (from Python) are left to the type check.
+    """
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if text.startswith("[") and not _starts_with_ipv6_host(text):
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            decoded = None
+        if not isinstance(decoded, list) or not all(isinstance(item, str) for item in decoded):
+            raise ValueError(f"starts with '[' but is not a JSON list of strings; write {LIST_FORMS}")
+        items = [item.strip() for item in decoded]
+        if not all(items):
+            raise ValueError(f"the JSON list holds an empty string; write {LIST_FORMS}")
+    else:
+        items = [item.strip() for item in text.split(",") if item.strip()]
+    for item in items:
+        if _NOT_IN_LIST_VALUES.search(item):
+            raise ValueError(f"the value {item!r} holds a quote, a comma or a space; write {LIST_FORMS}")
+    return items
+
+
+#: A list setting: `NoDecode` hands `parse_list` the variable's text as it is.
+CommaList = Annotated[list[str], NoDecode, BeforeValidator(parse_list)]
 
 LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 MULTI_TENANT = ("organizations", "common")
@@ -201,7 +251,7 @@ class Settings(BaseSettings):
         2_592_000, ge=60, description="A conversation expires this many seconds after its last turn."
     )
     max_question_chars: int = Field(
-        8000, ge=1, le=32_000, description="Longest `question` accepted, in characters."
+        8000, ge=1, le=MAX_TEXT_CHARS, description="Longest `question` accepted, in characters."
     )
     max_body_bytes: int = Field(
         65_536, ge=1024, le=1_048_576, description="Largest request body accepted, in bytes (413 above)."
@@ -226,6 +276,21 @@ class Settings(BaseSettings):
     )
     keep_alive_seconds: int = Field(
         5, ge=1, le=3600, description="An idle keep-alive connection is closed after this many seconds."
+    )
+    header_timeout_seconds: float = Field(
+        10.0,
+        gt=0,
+        le=300,
+        description=(
+            "A request's line and headers must arrive within this many seconds of the connection "
+            "opening (or of their first byte, on a kept-alive connection): 408 and closed otherwise."
+        ),
+    )
+    max_header_bytes: int = Field(
+        32_768,
+        ge=4096,
+        le=1_048_576,
+        description="Largest request line and headers accepted, in bytes (431 and closed above).",
     )
     max_concurrent_requests: int = Field(
         1000,
@@ -289,15 +354,6 @@ class Settings(BaseSettings):
             "transport builds (`false`: every MCP request goes through the SDK's request manager)."
         ),
     )
-
-    @field_validator(
-        "allowed_hosts", "allowed_origins", "entra_required_scopes", "entra_allowed_tenants", mode="before"
-    )
-    @classmethod
-    def _split_commas(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [item.strip() for item in value.split(",") if item.strip()]
-        return value
 
     @field_validator("public_url")
     @classmethod

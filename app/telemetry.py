@@ -19,6 +19,7 @@ metrics, so nothing of this runs (or costs) when telemetry is off.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import hmac
@@ -216,10 +217,16 @@ def start(settings: Settings, environ: Mapping[str, str] | None = None) -> Telem
             AzureMonitorTraceExporter,
         )
 
-        # Batches that could not be sent wait in the data folder and are sent again later.
+        from app.private_files import private_folder
+
+        # Batches that could not be sent wait in the data folder and are sent again later. The
+        # exporter makes its own folder 0700 but creates the folders above it as the umask says.
+        storage = settings.data_dir / "telemetry"
+        with contextlib.suppress(OSError):  # the exporter then reports that it cannot store batches
+            private_folder(storage)
         options: dict[str, Any] = {
             "connection_string": connection_string,
-            "storage_directory": str(settings.data_dir / "telemetry"),
+            "storage_directory": str(storage),
         }
         if settings.telemetry_aad_auth:
             from azure.identity import ManagedIdentityCredential
@@ -333,10 +340,10 @@ class TracedStore:
         )
         return found
 
-    async def create(self, conversation: Conversation) -> str:
+    async def create(self, conversation: Conversation, *, max_conversations: int | None = None) -> str:
         etag: str = await self._traced(
             "create",
-            lambda: self.inner.create(conversation),
+            lambda: self.inner.create(conversation, max_conversations=max_conversations),
             **self._ids(conversation.oid, conversation.conversation_id),
         )
         self._written()

@@ -4,17 +4,16 @@
 browser Origin (403), method on `/mcp` (405), a declared body larger than the limit (413).
 
 `BodyGuard`, after sign-in, so that a caller without a valid token never gets to send a body:
-the body must arrive within a deadline (408) and stay within the limit (413, before anything
-parses it); then the `MCP-Protocol-Version` header (-32022 naming every version Anvil serves).
-One place for them, so REST and MCP behave alike.
+the body must stay within the limit (413, before anything parses it); then the
+`MCP-Protocol-Version` header (-32022 naming every version Anvil serves). One place for them, so
+REST and MCP behave alike. The body's deadline (408) is kept by the front door
+(`app.api.frontdoor`), which sees when a body stops arriving without a timer per request.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-import anyio
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -100,14 +99,19 @@ def too_large(limit: int) -> Response:
     return problem_response(413, f"The request body is larger than {limit} bytes.", kind="too-large")
 
 
-class BodyGuard:
-    """ASGI middleware: reads a POST body within `deadline` seconds and `max_body_bytes`, then
-    checks the MCP protocol version header; the route gets the body replayed."""
+#: What `BodyGuard` answers when the connection ends before the body has (the front door's body
+#: deadline, or a client that left). Nobody receives it; it is sent so that the access log and
+#: the request metrics record the 408 the client got, not the 500 of an app that never answered.
+BODY_NEVER_CAME = "The request body did not arrive; send it at once, then retry."
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, deadline: float) -> None:
+
+class BodyGuard:
+    """ASGI middleware: reads a POST body within `max_body_bytes`, then checks the MCP protocol
+    version header; the route gets the body replayed."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
-        self.deadline = deadline
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -117,27 +121,24 @@ class BodyGuard:
         ):
             await self.app(scope, receive, send)
             return
-        first = await receive()
-        body: bytes | None = first.get("body", b"") if first["type"] == "http.request" else b""
-        if body is not None and len(body) > self.max_body_bytes:
-            body = None
-        elif first["type"] == "http.request" and first.get("more_body", False):
-            # Only a body that did not come whole with the headers needs the deadline (a timer
-            # costs more than the rest of this check).
-            with anyio.move_on_after(self.deadline) as timer:
-                rest = await read_body(receive, limit=self.max_body_bytes - len(body or b""))
-            if timer.cancelled_caught:
-                seconds = f"{self.deadline:g} second{'' if math.isclose(self.deadline, 1) else 's'}"
-                await problem_response(
-                    408,
-                    f"The request body did not arrive within {seconds}; send it at once, then retry.",
-                    kind="timeout",
-                    # Whatever is still in flight of this body cannot be told from the next request.
-                    headers={"Connection": "close"},
-                )(scope, receive, send)
-                return
-            body = None if rest is None else (body or b"") + rest
-        if body is None:
+        message = await receive()
+        body: bytes = message.get("body", b"")
+        if message["type"] == "http.request" and message.get("more_body", False):
+            chunks = bytearray(body)
+            # Up to one chunk past the limit, then refused without reading the rest.
+            while len(chunks) <= self.max_body_bytes:
+                message = await receive()
+                chunks += message.get("body", b"")
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    break
+            body = bytes(chunks)
+        if message["type"] != "http.request":
+            # The connection ended first: the route must not run on part of a body.
+            await problem_response(408, BODY_NEVER_CAME, kind="timeout", headers={"Connection": "close"})(
+                scope, receive, send
+            )
+            return
+        if len(body) > self.max_body_bytes:
             await too_large(self.max_body_bytes)(scope, receive, send)
             return
         if scope["path"] == MCP_PATH:

@@ -13,7 +13,7 @@ stateless `StreamableHTTPSessionManager`, and `add_request_handler` for the one 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -37,6 +37,7 @@ from mcp_types import (
     Tool,
     ToolAnnotations,
 )
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import app
@@ -44,11 +45,15 @@ from app.api import spec_fixes
 from app.api.guard import read_body, replay_body
 from app.api.operations import OPERATIONS, Call, Operation
 from app.api.progress import wants_progress
+from app.api.schemas import arguments_schema
 from app.api.signin import principal_of
 from app.errors import AnvilError
 from app.observability import mcp_spans_wanted
 from app.runtime import runtime_of
 from app.settings import Settings
+
+if TYPE_CHECKING:
+    from app.api.single_exchange import SingleExchange
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +71,7 @@ def tool_of(operation: Operation[Any, Any], settings: Settings) -> Tool:
         name=operation.name,
         title=operation.title,
         description=operation.describe(settings),
-        input_schema=operation.arguments.model_json_schema(by_alias=True),
+        input_schema=arguments_schema(operation.arguments, settings),
         output_schema=operation.result.model_json_schema(by_alias=True),
         annotations=ToolAnnotations(
             title=operation.title,
@@ -202,22 +207,34 @@ def mcp_endpoint(
     a request that asks for progress goes to the SDK's `streaming` manager instead."""
     sdk: ASGIApp = StreamableHTTPASGIApp(manager)
     streams: ASGIApp = StreamableHTTPASGIApp(streaming)
+    fast = None
     if settings.mcp_single_exchange:
         from app.api.single_exchange import SingleExchange
 
-        return SingleExchange(server, fallback=sdk, streaming=streams)
-    return ProgressStreams(sdk, streams)
+        fast = SingleExchange(server, fallback=sdk)
+    return McpEndpoint(sdk, streams, fast)
 
 
-class ProgressStreams:
-    """ASGI app: a request with a `progressToken` whose client reads SSE is answered as a stream
-    (its progress notifications, then its result); every other request as one JSON document."""
+class McpEndpoint:
+    """ASGI app, the one door of every `POST /mcp` whichever path serves it: a body that is not
+    one JSON-RPC message is answered here (`spec_fixes` entry 4); a request with a
+    `progressToken` whose client reads SSE is answered as a stream (its progress notifications,
+    then its result); every other request as one JSON document, by the fast path when it is on
+    (with the message decoded here, so it is parsed once) or else by the SDK."""
 
-    def __init__(self, default: ASGIApp, streaming: ASGIApp) -> None:
+    def __init__(self, default: ASGIApp, streaming: ASGIApp, fast: SingleExchange | None = None) -> None:
         self.default = default
         self.streaming = streaming
+        self.fast = fast
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await read_body(receive) or b""
-        target = self.streaming if wants_progress(scope, body) else self.default
-        await target(scope, replay_body(body, receive), send)
+        message = spec_fixes.checked_message(scope, body)
+        if isinstance(message, Response):
+            await message(scope, receive, send)
+        elif wants_progress(scope, body):
+            await self.streaming(scope, replay_body(body, receive), send)
+        elif self.fast is not None:
+            await self.fast.answer(scope, receive, send, body, message)
+        else:
+            await self.default(scope, replay_body(body, receive), send)

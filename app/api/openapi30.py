@@ -7,7 +7,8 @@ to fail there; 3.0.3 is the version it reads whole. `openapi_30` rewrites a 3.1 
 - `anyOf`/`oneOf` with a `{"type": "null"}` branch and `type: [..., "null"]` become
   `nullable: true`; a nullable `$ref` becomes `allOf: [{"$ref": ...}]` beside `nullable` (3.0
   ignores anything next to a `$ref`), with the referenced schema's `type`, since 3.0.3 applies
-  `nullable` only where `type` is stated;
+  `nullable` only where `type` is stated; for the same reason, a union of several alternatives
+  and null puts `nullable` on the first alternative that states a `type`;
 - `const` becomes a one-item `enum`, a schema's `examples` its first `example`, numeric
   `exclusiveMinimum`/`exclusiveMaximum` the boolean form beside `minimum`/`maximum`,
   `contentEncoding: base64` `format: byte` and `contentMediaType` on a string `format: binary`;
@@ -234,7 +235,9 @@ class _SchemaConverter:
         if not kept:
             return {**rest, "nullable": True, "enum": [None]}
         if len(kept) > 1:
-            return {**rest, key: kept, "nullable": True}
+            return (
+                {**rest, key: _null_in_one(kept)} if _typed(kept) else {**rest, key: kept, "nullable": True}
+            )
         (only,) = kept
         if isinstance(only, dict) and set(only) == {"$ref"} and "allOf" not in rest:
             # Wrapped into `allOf` (with the target's `type`) once the schema is converted.
@@ -302,11 +305,14 @@ class _SchemaConverter:
         if len(types) == 1:
             schema["type"] = types[0]
         elif types:
-            alternatives = {"anyOf": [{"type": t} for t in types]}
+            branches: list[Any] = [{"type": t} for t in types]
+            # 3.0.3 applies `nullable` only beside a `type`: on one of the alternatives.
+            alternatives = {"anyOf": _null_in_one(branches) if nullable else branches}
             if "anyOf" in schema:
                 schema["allOf"] = [*schema.get("allOf", []), alternatives]
             else:
                 schema.update(alternatives)
+            return schema
         else:
             schema["enum"] = [None]
         return {**schema, "nullable": True} if nullable else schema
@@ -321,6 +327,18 @@ class _SchemaConverter:
         if wrapped.get("nullable") and "type" not in wrapped and isinstance(target_type, str):
             wrapped["type"] = target_type
         return wrapped
+
+
+def _typed(variants: list[Any]) -> bool:
+    """Whether one of `variants` states a single `type`, where 3.0.3 can put `nullable`."""
+    return any(isinstance(v, dict) and isinstance(v.get("type"), str) for v in variants)
+
+
+def _null_in_one(variants: list[Any]) -> list[Any]:
+    """`variants` with `nullable: true` on the first that states a type: 3.0.3 applies
+    `nullable` only beside a `type`, and null then matches one alternative (as `oneOf` needs)."""
+    first = next(i for i, v in enumerate(variants) if isinstance(v, dict) and isinstance(v.get("type"), str))
+    return [{**v, "nullable": True} if i == first else v for i, v in enumerate(variants)]
 
 
 def _is_null(schema: Any) -> bool:

@@ -14,7 +14,9 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from app.api.schemas import (
+    NOT_BLANK,
     UNENCODABLE_TEXT,
+    Arguments,
     AskInput,
     AskOutput,
     ConversationOutput,
@@ -32,6 +34,7 @@ from app.api.schemas import (
     SearchOutput,
     StartInput,
     StartOutput,
+    configured_length,
 )
 from app.domain.ask import CLIENT_REQUEST_ID_RULE, AskRequest
 from app.domain.conversation import CONVERSATION_ID_RULE
@@ -41,7 +44,7 @@ from app.ports import Progress
 from app.runtime import Runtime
 from app.settings import Settings
 
-In = TypeVar("In", bound=BaseModel)
+In = TypeVar("In", bound=Arguments)
 Out = TypeVar("Out", bound=BaseModel)
 
 
@@ -66,7 +69,8 @@ class Route:
     summary: str
     tag: str
     status_code: int = 200
-    #: Statuses (besides 200/201 and 401) the route can answer with a problem document.
+    #: Statuses the operation itself can answer with a problem document (its arguments, its
+    #: service); `app.api.rest` adds those every route can answer (front door, sign-in, limits).
     errors: tuple[int, ...] = (400, 503)
 
 
@@ -99,18 +103,36 @@ class Operation(Generic[In, Out]):
         try:
             return self.arguments.model_validate(arguments or {})
         except ValidationError as error:
-            raise InvalidInput(describe_invalid_arguments(self.name, error)) from None
+            raise InvalidInput(describe_invalid_arguments(self.name, error, self.arguments)) from None
 
 
-def describe_invalid_arguments(operation: str, error: ValidationError) -> str:
+#: What a refused `cursor` is told, whether its shape or the store refused it.
+CURSOR_RULE = (
+    "cursor is not one this server issued: pass the nextCursor of the previous page unchanged, "
+    "or omit cursor to start from the newest conversation"
+)
+
+
+def describe_invalid_arguments(
+    operation: str, error: ValidationError, model: type[Arguments] | None = None
+) -> str:
     """One sentence per bad field, in words an agent can act on; values are never echoed."""
     problems = []
     for item in error.errors():
         where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        configured = configured_length(model, where) if model is not None else None
         if item["type"] == "string_pattern_mismatch" and where == "conversationId":
             message = CONVERSATION_ID_RULE
         elif item["type"] == "string_pattern_mismatch" and where == "clientRequestId":
             message = CLIENT_REQUEST_ID_RULE
+        elif where == "cursor" and item["type"] in ("string_pattern_mismatch", "string_too_long"):
+            message = CURSOR_RULE
+        elif item["type"] == "string_pattern_mismatch" and item.get("ctx", {}).get("pattern") == NOT_BLANK:
+            message = f"{where} must not be empty or only whitespace: pass some text"
+        elif item["type"] == "string_too_long" and configured is not None:
+            # Past the ceiling of the setting; the configured limit, lower, is the schema's
+            # maxLength, and pydantic's number would contradict it.
+            message = f"{where} is longer than {configured.environment_variable} allows: shorten it"
         elif item["type"] == "string_unicode":
             message = UNENCODABLE_TEXT
         elif item["type"] == "extra_forbidden":
@@ -243,7 +265,7 @@ ASK: Operation[AskInput, AskOutput] = Operation(
     result=AskOutput,
     handler=ask,
     text=lambda _, output: output.answer,
-    route=Route("POST", "/api/ask", "ask", "Ask a question", "ask", errors=(400, 403, 409, 413, 502, 503)),
+    route=Route("POST", "/api/ask", "ask", "Ask a question", "ask", errors=(400, 409, 502, 503)),
 )
 
 OPERATIONS: tuple[Operation[Any, Any], ...] = (

@@ -3,17 +3,21 @@
 
 Argument models carry every rule a caller must follow (`pattern`, lengths, bounds) so that the
 schema a model reads and the check that runs are one and the same. Fields are snake_case in
-Python and camelCase on the wire. Limits that are settings (question length, history bounds) are
-checked by the services and named in the descriptions.
+Python and camelCase on the wire. A length that is a setting (`ANVIL_MAX_QUESTION_CHARS`) is
+marked `ConfiguredLength` on its field: `arguments_schema` states the configured value as
+`maxLength` in every published schema (the MCP `inputSchema`, the REST OpenAPI document), and
+the service refuses longer text with its own message, so both say the same number.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.adapters.stores.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from app.domain.ask import MAX_FETCH_CHARS, MAX_SEARCH_RESULTS, AskResult
 from app.domain.conversation import (
     CONVERSATION_ID_PATTERN,
@@ -24,12 +28,43 @@ from app.domain.conversation import (
 )
 from app.domain.lifecycle import MAX_LIST_LIMIT, MAX_TITLE_CHARS, MAX_TURNS_LIMIT, StartedConversation
 from app.ports import Document, Passage, Usage
+from app.settings import MAX_TEXT_CHARS, Settings
 
-#: The longest text any argument may be; the services apply the configured, lower limits.
-MAX_TEXT_CHARS = 32_000
+#: Python's whitespace (`str.isspace`), the characters the services strip before they refuse
+#: blank text, spelt so that JSON Schema (ECMA-262), Python and pydantic's regex engine all read
+#: the same set (their own `\s` differ: U+001C to U+001F, U+0085, U+FEFF).
+_SPACE = r"\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: Text with something besides whitespace in it (a pattern matches anywhere in the text).
+NOT_BLANK = f"[^{_SPACE}]"
 
 #: How every surface words a text argument that is not valid Unicode.
 UNENCODABLE_TEXT = "contains text that is not valid Unicode (an unpaired surrogate): send valid Unicode text"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfiguredLength:
+    """Marks a text argument whose longest length is the setting `setting` (a `Settings` field):
+    `arguments_schema` publishes the configured value as its `maxLength`, and the service checks
+    it. The model itself bounds such a field, where it needs a bound, by the setting's ceiling
+    (`MAX_TEXT_CHARS`), which no configuration exceeds."""
+
+    setting: str
+
+    @property
+    def environment_variable(self) -> str:
+        return f"ANVIL_{self.setting.upper()}"
+
+
+def configured_length(model: type[BaseModel], wire_name: str) -> ConfiguredLength | None:
+    """The `ConfiguredLength` of `model`'s argument `wire_name`, if it has one."""
+    for name, field in model.model_fields.items():
+        if (field.alias or name) == wire_name:
+            return next((rule for rule in field.metadata if isinstance(rule, ConfiguredLength)), None)
+    return None
+
+
+#: `question`, `searchText` and `instructions`: at most ANVIL_MAX_QUESTION_CHARS characters.
+QUESTION_LENGTH = ConfiguredLength("max_question_chars")
 
 
 class Arguments(BaseModel):
@@ -51,7 +86,9 @@ class AskInput(Arguments):
 
     model_config = ConfigDict(title="AskArguments")
 
-    question: str = Field(min_length=1, description="The question to answer, in plain words.")
+    question: Annotated[str, QUESTION_LENGTH] = Field(
+        min_length=1, pattern=NOT_BLANK, description="The question to answer, in plain words."
+    )
     conversation_id: str | None = Field(
         None,
         alias="conversationId",
@@ -61,7 +98,7 @@ class AskInput(Arguments):
             "works). Pass the same id on every turn; omit it for a one-shot answer that stores nothing."
         ),
     )
-    instructions: str | None = Field(
+    instructions: Annotated[str | None, QUESTION_LENGTH] = Field(
         None,
         max_length=MAX_TEXT_CHARS,
         description=(
@@ -85,7 +122,9 @@ class SearchInput(Arguments):
 
     model_config = ConfigDict(title="SearchArguments")
 
-    search_text: str = Field(alias="searchText", min_length=1, description="Words to look for.")
+    search_text: Annotated[str, QUESTION_LENGTH] = Field(
+        alias="searchText", min_length=1, pattern=NOT_BLANK, description="Words to look for."
+    )
     max_results: int = Field(
         5,
         alias="maxResults",
@@ -119,7 +158,7 @@ class StartInput(Arguments):
 
     model_config = ConfigDict(title="StartConversationArguments")
 
-    instructions: str | None = Field(
+    instructions: Annotated[str | None, QUESTION_LENGTH] = Field(
         None,
         max_length=MAX_TEXT_CHARS,
         description="Instructions the answer engine follows on every turn of the conversation.",
@@ -128,6 +167,7 @@ class StartInput(Arguments):
         None,
         min_length=1,
         max_length=MAX_TITLE_CHARS,
+        pattern=NOT_BLANK,
         description=f"A short title shown in list_conversations (1-{MAX_TITLE_CHARS} characters).",
     )
 
@@ -141,7 +181,10 @@ class ListInput(Arguments):
         20, ge=1, le=MAX_LIST_LIMIT, description=f"Conversations per page (1-{MAX_LIST_LIMIT})."
     )
     cursor: str | None = Field(
-        None, min_length=1, description="nextCursor of the previous page, unchanged; omit for the first page."
+        None,
+        max_length=MAX_CURSOR_CHARS,
+        pattern=CURSOR_PATTERN,
+        description="nextCursor of the previous page, unchanged; omit for the first page.",
     )
 
 
@@ -171,6 +214,19 @@ class NoInput(Arguments):
     """An operation without arguments."""
 
     model_config = ConfigDict(title="NoArguments")
+
+
+def arguments_schema(model: type[Arguments], settings: Settings) -> dict[str, Any]:
+    """The JSON Schema of `model` as every surface publishes it: wire names, and each
+    `ConfiguredLength` field's `maxLength` the value `settings` configure."""
+    schema = model.model_json_schema(by_alias=True)
+    for wire_name, stated in schema.get("properties", {}).items():
+        rule = configured_length(model, wire_name)
+        if rule is not None:
+            for variant in stated.get("anyOf", [stated]):
+                if variant.get("type") == "string":
+                    variant["maxLength"] = int(getattr(settings, rule.setting))
+    return schema
 
 
 class SourceRef(BaseModel):

@@ -12,10 +12,12 @@ handlers, middleware, validation and result shapes, and answered as the SDK answ
 
 A request that asks for progress (a `progressToken` from a client that reads SSE) goes to
 `streaming`, the SDK's streaming request manager. Everything else, and any request that is not
-plainly shaped (a notification, a batch, an
-`Mcp-Param-*` header, a repeated routing header, an envelope the SDK rejects), goes to
-`fallback`, the SDK's request manager, untouched. Tests keep both paths answering byte for byte
-alike, and the whole suite also runs with this module switched off.
+plainly shaped (a notification, an `Mcp-Param-*` header, a repeated routing header, an envelope
+the SDK rejects), goes to `fallback`, the SDK's request manager, untouched. In Anvil a body that
+is not one JSON-RPC message (a batch, an invalid `id`) never gets here: `app.api.mcp.McpEndpoint`
+answers it (`app.api.spec_fixes` entry 4) and hands this module the body it decoded. Tests keep
+both paths answering byte for byte alike, and the whole suite also runs with this module
+switched off.
 
 Only public SDK names are used; `RequestContext` implements the SDK's public
 `DispatchContext` protocol for one HTTP request.
@@ -54,6 +56,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.api.guard import read_body, replay_body
 from app.api.progress import wants_progress
+from app.api.spec_fixes import accepts_json, sends_json
 
 #: Methods served as a single exchange; they need no session state.
 METHODS = frozenset({"tools/call", "tools/list"})
@@ -115,17 +118,24 @@ class SingleExchange:
         self._declares_param_headers: dict[str, bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = Headers(scope=scope)
-        version = headers.get("mcp-protocol-version")
-        modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
         body = await read_body(receive) or b""
         if self.streaming is not None and wants_progress(scope, body):
             await self.streaming(scope, replay_body(body, receive), send)
             return
+        await self.answer(scope, receive, send, body)
+
+    async def answer(
+        self, scope: Scope, receive: Receive, send: Send, body: bytes, decoded: Any = None
+    ) -> None:
+        """Answer the POST whose `body` was already read from `receive`; `decoded` is that body
+        parsed, when the caller has parsed it (None: parse it here if need be)."""
+        headers = Headers(scope=scope)
+        version = headers.get("mcp-protocol-version")
+        modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
         if modern and _unusual_modern_headers(scope["headers"]):
             await self.fallback(scope, replay_body(body, receive), send)
             return
-        message = plain_request(headers, body)
+        message = plain_request(headers, body, decoded)
         route = self._modern_route(headers, message) if modern and message else None
         if message is None or (modern and route is None):
             await self.fallback(scope, replay_body(body, receive), send)
@@ -207,17 +217,20 @@ def _unusual_modern_headers(raw: list[tuple[bytes, bytes]]) -> bool:
     )
 
 
-def plain_request(headers: Headers, body: bytes) -> dict[str, Any] | None:
-    """The decoded request when the POST is a plain JSON request for a single-exchange method."""
-    if not headers.get("content-type", "").lower().startswith("application/json"):
+def plain_request(headers: Headers, body: bytes, decoded: Any = None) -> dict[str, Any] | None:
+    """The decoded request when the POST is a plain JSON request for a single-exchange method
+    (`decoded`: the body already parsed, or None to parse it here)."""
+    version = headers.get("mcp-protocol-version")
+    modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+    # Only what the SDK would read the body of: it refuses the rest (400, 406 or 415) itself.
+    if not sends_json(headers.get("content-type", ""), modern) or not accepts_json(headers.get("accept", "")):
         return None
-    accept = [part.split(";")[0].strip().lower() for part in headers.get("accept", "").split(",")]
-    if not any(kind in ("application/json", "application/*", "*/*") for kind in accept):
-        return None
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
+    message = decoded
+    if message is None:
+        try:
+            message = json.loads(body)
+        except (ValueError, RecursionError):
+            return None
     if (
         not isinstance(message, dict)
         or message.get("jsonrpc") != "2.0"

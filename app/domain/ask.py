@@ -8,7 +8,6 @@ same answer on top, so no turn is lost or duplicated.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import random
@@ -26,7 +25,8 @@ from app.domain.conversation import (
     is_valid_conversation_id,
 )
 from app.domain.principal import Principal
-from app.domain.quota import ensure_room
+from app.domain.quota import ensure_room, quota_exceeded
+from app.domain.turn_queue import TurnQueue
 from app.errors import Conflict, InvalidInput, NotFound, Unavailable
 from app.ports import (
     Answer,
@@ -35,6 +35,7 @@ from app.ports import (
     Document,
     Passage,
     Progress,
+    QuotaFull,
     Stored,
     Usage,
     VersionConflict,
@@ -100,6 +101,7 @@ class AskService:
         max_conversations: int | None = None,
         clock: Callable[[], float] = time.time,
         backoff: Callable[[int], float] | None = None,
+        writers: TurnQueue | None = None,
     ) -> None:
         self.store = store
         self.engine = engine
@@ -109,7 +111,8 @@ class AskService:
         self.max_conversations = max_conversations
         self._clock = clock
         self._backoff = backoff or jittered_backoff
-        self._writers = TurnQueue()
+        #: Shared with the `ConversationService` of the same store, which tells it of deletes.
+        self.writers = writers or TurnQueue()
 
     async def ask(
         self, principal: Principal | None, request: AskRequest, *, progress: Progress | None = None
@@ -186,6 +189,7 @@ class AskService:
     ) -> AskResult:
         # Only a retry key needs a digest of the arguments it must repeat.
         digest = _request_digest(request) if request.client_request_id is not None else None
+        mark = self.writers.mark()
         read = await self._read(principal, request, conversation_id, digest)
         if isinstance(read, AskResult):
             return read
@@ -198,13 +202,13 @@ class AskService:
         instructions = stored.instructions if stored else request.instructions
         # The engine runs outside any lock: a slow answer never holds up another turn.
         answer = await self.engine.answer(request.question, history, instructions, progress=progress)
-        answered_at_version = stored.version if stored else 0
+        answered = stored
         # Writers of one conversation in this process take turns, so a busy conversation is a
         # queue instead of a storm of conflicting writes; conflicts with other processes are
         # retried with jittered backoff.
-        async with self._writers.turn(conversation_key(principal.oid, conversation_id)) as turns:
-            latest = turns.latest
-            if latest is not None and (stored is None or latest.conversation.version > stored.version):
+        async with self.writers.turn(conversation_key(principal.oid, conversation_id)) as turns:
+            latest = turns.since(mark)
+            if latest is not None:
                 # The writer before us in this process wrote it while we answered: start from its
                 # version rather than from our read, which would only conflict.
                 checked = _check(principal, request, conversation_id, digest, latest)
@@ -227,7 +231,9 @@ class AskService:
                     created_at=now,
                     updated_at=now,
                     expires_at=now + self.limits.ttl_seconds,
-                    instructions=request.instructions,
+                    # A conversation deleted while this answer was written starts again bare:
+                    # nothing of the deleted one comes back, its instructions included.
+                    instructions=request.instructions if answered is None else None,
                 )
                 turn = Turn(
                     number=base.next_turn_number,
@@ -248,13 +254,15 @@ class AskService:
                 )
                 try:
                     if stored is None or etag is None:
-                        written = await self.store.create(updated)
+                        written = await self.store.create(updated, max_conversations=self.max_conversations)
                     else:
                         written = await self.store.replace(updated, if_match=etag)
                 except VersionConflict:
                     continue
-                turns.latest = Stored(updated, written)
-                return _result(answer, conversation_id, stored, base, updated, turn, answered_at_version)
+                except QuotaFull as full:
+                    raise quota_exceeded(full.kept, self.max_conversations) from None
+                turns.record(Stored(updated, written))
+                return _result(answer, conversation_id, answered, stored, base, updated, turn)
         raise Unavailable(
             f"conversation {conversation_id!r} is receiving too many turns at once; retry in a second.",
             retry_after=1.0,
@@ -271,55 +279,6 @@ class AskService:
         return _check(principal, request, conversation_id, digest, found)
 
 
-class Turns:
-    """One conversation's place in the `TurnQueue`: the last version this process wrote, which
-    the next writer in line starts from instead of reading it back. Entered with `async with`."""
-
-    __slots__ = ("_key", "_queues", "holders", "latest", "lock")
-
-    def __init__(self, queues: dict[str, Turns], key: str) -> None:
-        self._queues = queues
-        self._key = key
-        # asyncio's lock: FIFO like anyio's, and a tenth of its cost when nobody waits (Anvil
-        # runs on asyncio; this is taken on every turn).
-        self.lock = asyncio.Lock()
-        self.holders = 0
-        self.latest: Stored | None = None
-
-    async def __aenter__(self) -> Turns:
-        self.holders += 1
-        try:
-            await self.lock.acquire()
-        except BaseException:
-            self._leave()
-            raise
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        self.lock.release()
-        self._leave()
-
-    def _leave(self) -> None:
-        self.holders -= 1
-        if not self.holders:
-            del self._queues[self._key]
-
-
-class TurnQueue:
-    """Per-conversation queues for one process: writers of one conversation go one at a time,
-    in the order they came. A queue nobody waits in is dropped at once."""
-
-    def __init__(self) -> None:
-        self._queues: dict[str, Turns] = {}
-
-    def turn(self, key: str) -> Turns:
-        """The queue of conversation `key`: `async with queue.turn(key) as turns:` waits for it."""
-        turns = self._queues.get(key)
-        if turns is None:
-            turns = self._queues[key] = Turns(self._queues, key)
-        return turns
-
-
 def _check(
     principal: Principal, request: AskRequest, conversation_id: str, digest: str | None, found: Stored
 ) -> tuple[Conversation, str] | AskResult:
@@ -334,7 +293,8 @@ def _check(
     if replay is not None:
         return replay
     if request.instructions is not None:
-        raise InvalidInput(
+        # 409, not 400: the same request is valid for a conversation that does not exist yet.
+        raise Conflict(
             f"instructions bind when a conversation is created, and conversation "
             f"{conversation_id!r} already exists: omit instructions, or use a new conversationId."
         )
@@ -350,14 +310,26 @@ def jittered_backoff(attempt: int) -> float:
 def _result(
     answer: Answer,
     conversation_id: str,
+    answered: Conversation | None,
     stored: Conversation | None,
     base: Conversation,
     updated: Conversation,
     turn: Turn,
-    answered_at_version: int,
 ) -> AskResult:
+    """The envelope of a turn written on top of `stored` (None: it created the conversation),
+    answered from `answered` (the conversation as first read; None if there was none)."""
     notes = []
-    if stored is not None and stored.version != answered_at_version:
+    if answered is not None and (stored is None or stored.created_at != answered.created_at):
+        # Deleted (and perhaps started again by another turn) while this answer was written.
+        notes.append(
+            f"Conversation {conversation_id!r} was deleted while this answer was written, so "
+            + (
+                "it was started again holding only this turn."
+                if stored is None
+                else "this turn was added to the conversation started again since."
+            )
+        )
+    elif stored is not None and (answered is None or stored.version != answered.version):
         notes.append(
             "Another turn landed on this conversation while this one was answered; "
             "this turn was added after it."

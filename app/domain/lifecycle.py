@@ -17,12 +17,14 @@ from app.domain.conversation import (
     Conversation,
     ConversationPage,
     Turn,
+    conversation_key,
     is_valid_conversation_id,
 )
 from app.domain.principal import Principal
-from app.domain.quota import ensure_room
+from app.domain.quota import ensure_room, quota_exceeded
+from app.domain.turn_queue import TurnQueue
 from app.errors import Conflict, InvalidInput, NotFound, SignInRequired
-from app.ports import ConversationStore, InvalidCursor, VersionConflict
+from app.ports import ConversationStore, InvalidCursor, QuotaFull, VersionConflict
 
 MAX_TITLE_CHARS = 200
 MAX_LIST_LIMIT = 100
@@ -60,8 +62,11 @@ class ConversationService:
         max_instructions_chars: int = 8000,
         max_conversations: int | None = None,
         clock: Callable[[], float] = time.time,
+        writers: TurnQueue | None = None,
     ) -> None:
         self.store = store
+        #: The `AskService`'s queue of writers, told of every delete (`TurnQueue.forget`).
+        self.writers = writers or TurnQueue()
         self.ttl_seconds = ttl_seconds
         self.max_instructions_chars = max_instructions_chars
         #: How many live conversations one user may keep (None: no limit).
@@ -94,9 +99,11 @@ class ConversationService:
                 title=title,
             )
             try:
-                await self.store.create(conversation)
+                await self.store.create(conversation, max_conversations=self.max_conversations)
             except VersionConflict:
                 continue
+            except QuotaFull as full:
+                raise quota_exceeded(full.kept, self.max_conversations) from None
             return StartedConversation(conversation.conversation_id, title, conversation.expires_at)
         raise Conflict("could not mint a fresh conversationId; call start_conversation again.")
 
@@ -139,12 +146,18 @@ class ConversationService:
         found = await self.store.get(user.oid, conversation_id)
         if found is None or found.conversation.tid != user.tid:
             return False
-        return await self.store.delete(user.oid, conversation_id, if_match=found.etag)
+        try:
+            return await self.store.delete(user.oid, conversation_id, if_match=found.etag)
+        finally:
+            self.writers.forget(conversation_key(user.oid, conversation_id))
 
     async def delete_all(self, principal: Principal | None) -> int:
         """Delete every conversation of the caller; returns how many there were."""
         user = _require_user(principal, "Deleting conversations")
-        return await self.store.delete_all(user.oid, user.tid)
+        try:
+            return await self.store.delete_all(user.oid, user.tid)
+        finally:
+            self.writers.forget_user(user.oid)
 
 
 def _require_user(principal: Principal | None, operation: str) -> Principal:

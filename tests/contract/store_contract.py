@@ -314,3 +314,22 @@ class StoreContract:
         assert [s.conversation_id for s in (await store.list("oid-1", "tenant-2", limit=5)).items] == ["away"]
         assert await store.delete_all("oid-1", "tenant-2") == 1
         assert [s.conversation_id for s in (await store.list("oid-1", "tenant-1", limit=5)).items] == ["home"]
+
+    @pytest.mark.parametrize("quota", [None, 5])
+    async def test_a_token_read_before_a_delete_never_matches_the_conversation_created_again(
+        self, store: ConversationStore, clock: FakeClock, quota: int | None
+    ) -> None:
+        # Created again with the same versions and turns, so only the token can tell them apart.
+        before = make_conversation(clock)
+        old_etag = await store.create(before, max_conversations=quota)
+        assert await store.delete("oid-1", "conv-1") is True
+        again = make_conversation(clock)
+        new_etag = await store.create(again, max_conversations=quota)
+        assert new_etag != old_etag
+
+        with pytest.raises(VersionConflict):
+            await store.replace(next_version(before, clock, title="before the delete"), if_match=old_etag)
+        assert await store.delete("oid-1", "conv-1", if_match=old_etag) is True, "a delete still wins"
+        assert await read(store, "oid-1", "conv-1") is None
+        with pytest.raises(VersionConflict):
+            await store.replace(next_version(again, clock), if_match=new_etag)

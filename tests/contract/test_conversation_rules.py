@@ -139,7 +139,7 @@ async def test_instructions_bind_when_the_conversation_is_created(asks: AskServi
     second = await asks.ask(ALICE, AskRequest("again", "styled"))
     assert first.created is True and second.created is False
     assert "[instructions: Answer in French.]" in second.answer
-    with pytest.raises(InvalidInput, match="instructions bind when a conversation is created"):
+    with pytest.raises(Conflict, match="instructions bind when a conversation is created"):
         await asks.ask(ALICE, AskRequest("third", "styled", instructions="Answer in German."))
 
 

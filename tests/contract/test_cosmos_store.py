@@ -16,6 +16,7 @@ from app.adapters.stores.cosmos import CosmosStore
 from app.ports import ConversationStore
 from app.settings import Settings
 
+from .quota_contract import QuotaContract
 from .store_contract import FakeClock, StoreContract, make_conversation, next_version
 
 
@@ -35,7 +36,7 @@ def cosmos_settings(server: CosmosServer, container: str) -> Settings:
     )
 
 
-class TestCosmosStore(StoreContract):
+class TestCosmosStore(StoreContract, QuotaContract):
     @pytest.fixture
     async def store(self, cosmos_server: CosmosServer, clock: FakeClock) -> AsyncIterator[ConversationStore]:
         settings = cosmos_settings(cosmos_server, f"contract-{uuid.uuid4().hex[:12]}")

@@ -11,10 +11,11 @@ from app.adapters.stores.memory import MemoryStore
 from app.adapters.stores.sqlite import SqliteStore
 from app.ports import ConversationStore
 
+from .quota_contract import QuotaContract
 from .store_contract import FakeClock, StoreContract
 
 
-class TestLocalStores(StoreContract):
+class TestLocalStores(StoreContract, QuotaContract):
     @pytest.fixture(params=["memory", "sqlite"])
     async def store(
         self, request: pytest.FixtureRequest, clock: FakeClock, tmp_path: Path

@@ -165,7 +165,7 @@ def test_instructions_for_an_existing_conversation_fail_with_the_servers_detail(
     again = ask(dev_server, "--conversation", conversation, "--instructions", "Be long.", "Hi", cwd=tmp_path)
     assert again.returncode == 6
     line = one_error_line(again)
-    assert "HTTP 400" in line and "instructions bind when a conversation is created" in line
+    assert "HTTP 409" in line and "instructions bind when a conversation is created" in line
 
 
 def test_a_bad_token_is_refused_in_one_line(dev_server: AnvilServer, tmp_path: Path) -> None:

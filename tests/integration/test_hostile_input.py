@@ -119,7 +119,7 @@ def test_an_unusable_data_folder_stops_start_up_with_one_line(tmp_path: Path) ->
     assert "Traceback" not in output
     (reason,) = [message for message in logged_messages(output) if "Anvil cannot start" in message]
     assert reason.endswith(
-        f"the data folder {tmp_path / 'data'} cannot be used (File exists): "
+        f"cannot create the data folder {tmp_path / 'data'}: a file is in its place: "
         "set ANVIL_DATA_DIR to a folder Anvil can write to"
     )
 

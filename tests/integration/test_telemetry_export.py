@@ -108,7 +108,7 @@ def test_metrics_and_logs_arrive_and_the_logs_carry_the_trace(
         )
 
     assert otlp.wait_for(exported, timeout=20), sorted({m.name for m in otlp.metrics()})
-    (line,) = [log for log in otlp.logs() if "refused" in str(log.body) and "invalid-input" in str(log.body)]
+    (line,) = [log for log in otlp.logs() if "refused" in str(log.body) and "conflict" in str(log.body)]
     assert otlp.wait_for(
         lambda r: line.trace_id in {span.trace_id for span in r.spans() if span.name == "POST /mcp"},
         timeout=20,

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,17 +73,20 @@ class PortTaken(RuntimeError):
     """Another process took the free port between our probe and the server's bind."""
 
 
-def start_anvil(data_dir: Path, env: Mapping[str, str], name: str = "server") -> AnvilServer:
+def start_anvil(
+    data_dir: Path, env: Mapping[str, str], name: str = "server", prefix: Sequence[str] = ()
+) -> AnvilServer:
     """Start one `anvil serve` on a free port and wait until it is ready (the caller reaps it).
 
     Its output goes to `<data_dir>/<name>.log`, so several servers can share one data folder.
+    `prefix` goes before the command (`support.file_modes.bound_by_file_modes()`).
     """
     port = int(env.get("ANVIL_PORT") or free_port())
     full_env = {**env, "ANVIL_PORT": str(port)}
     log_path = data_dir / f"{name}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [*anvil_command(), "serve"], env=full_env, stdout=log, stderr=subprocess.STDOUT
+            [*prefix, *anvil_command(), "serve"], env=full_env, stdout=log, stderr=subprocess.STDOUT
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -112,16 +115,16 @@ PASSED_THROUGH = frozenset({"ANVIL_MCP_SINGLE_EXCHANGE"})
 
 @contextmanager
 def run_anvil(
-    data_dir: Path, env: Mapping[str, str] | None = None, name: str = "server"
+    data_dir: Path, env: Mapping[str, str] | None = None, name: str = "server", prefix: Sequence[str] = ()
 ) -> Iterator[AnvilServer]:
     """Run `anvil serve` with `env` on top of a clean ANVIL_* environment (but for the settings
     the whole suite is run under, `PASSED_THROUGH`)."""
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # as Anvil makes it: no warning that it is open
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_") or k in PASSED_THROUGH}
     full_env = {**base_env, "ANVIL_DATA_DIR": str(data_dir), "ANVIL_LOG_LEVEL": "warning", **(env or {})}
     for attempt in range(3):
         try:
-            server = start_anvil(data_dir, full_env, name)
+            server = start_anvil(data_dir, full_env, name, prefix)
             break
         except PortTaken:
             if attempt == 2 or "ANVIL_PORT" in (env or {}):

@@ -18,7 +18,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,6 +110,9 @@ class FakeOpenAI:
         self.disconnected = threading.Event()
         #: Set on every request received.
         self.arrived = threading.Event()
+        #: Seconds every request waits before it is answered, as a slow model would; a callable
+        #: is asked again for each request (e.g. a random delay).
+        self.delay: float | Callable[[], float] = 0.0
 
     @property
     def url(self) -> str:
@@ -138,6 +141,9 @@ class FakeOpenAI:
             body=await request.json(),
         )
         behaviour = self._next(recorded)
+        delay = self.delay() if callable(self.delay) else self.delay
+        if delay > 0:
+            await anyio.sleep(delay)
         if isinstance(behaviour, Failure):
             error = {
                 "error": {"message": behaviour.message, "type": "scripted", "code": str(behaviour.status)}

@@ -57,6 +57,6 @@ async def test_a_failed_start_up_is_reported_in_one_line(tmp_path: Path) -> None
         await app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)  # type: ignore[arg-type]
     (failed,) = [m for m in sent if m["type"] == "lifespan.startup.failed"]
     assert failed["message"] == (
-        f"Anvil cannot start: the data folder {tmp_path / 'data'} cannot be used (File exists): "
+        f"Anvil cannot start: cannot create the data folder {tmp_path / 'data'}: a file is in its place: "
         "set ANVIL_DATA_DIR to a folder Anvil can write to"
     )

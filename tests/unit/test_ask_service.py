@@ -73,9 +73,9 @@ class CountingStore:
         await self._enter("get")
         return await self.inner.get(oid, conversation_id)
 
-    async def create(self, conversation: Conversation) -> str:
+    async def create(self, conversation: Conversation, *, max_conversations: int | None = None) -> str:
         await self._enter("create")
-        return await self.inner.create(conversation)
+        return await self.inner.create(conversation, max_conversations=max_conversations)
 
     async def replace(self, conversation: Conversation, *, if_match: str) -> str:
         await self._enter("replace")
@@ -198,7 +198,7 @@ def service(store: CountingStore, engine: RecordingEngine, clock: FakeClock) -> 
 
 def stored_key(memory: MemoryStore, principal: Principal, conversation_id: str) -> str:
     """The key `MemoryStore` keeps the conversation under (read from its items)."""
-    keys = [key for key, item in memory._items.items() if item.oid == principal.oid]
+    keys = [key for key, item in memory._items.items() if item.conversation.oid == principal.oid]
     assert keys == [f"mcp:{principal.oid}:{conversation_id}"]
     return keys[0]
 
@@ -478,7 +478,7 @@ async def test_instructions_for_an_existing_conversation_are_refused(
     await service.ask(ALICE, AskRequest("first", conversation_id="conv-1"))
     before = await read(memory, ALICE.oid, "conv-1")
 
-    with pytest.raises(InvalidInput, match="instructions bind when a conversation is created"):
+    with pytest.raises(Conflict, match="instructions bind when a conversation is created"):
         await service.ask(ALICE, AskRequest("second", conversation_id="conv-1", instructions="Be brief."))
 
     assert await read(memory, ALICE.oid, "conv-1") == before

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 import jwt
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from app.adapters.auth.dev import (
     DEV_AUTHORITY,
@@ -57,11 +60,42 @@ async def test_key_is_reused_across_loads(tmp_path: Path) -> None:
     assert principal.name == "alice"
 
 
+def pem(key: rsa.RSAPrivateKey, encryption: serialization.KeySerializationEncryption) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+
+
 @pytest.mark.parametrize("verify_only", [False, True])
-def test_key_file_that_is_not_a_key_is_refused(tmp_path: Path, verify_only: bool) -> None:
-    (tmp_path / KEY_FILE_NAME).write_text("not a key")
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    "content",
+    [
+        lambda: b"not a key",
+        lambda: b"-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n",
+        lambda: pem(rsa.generate_private_key(65537, 2048), serialization.BestAvailableEncryption(b"pw")),
+        lambda: pem(rsa.generate_private_key(65537, 1024), serialization.NoEncryption()),
+    ],
+    ids=["text", "bad PEM", "encrypted", "1024 bits"],
+)
+def test_key_file_that_is_not_a_usable_key_is_refused_naming_it_and_what_to_do(
+    tmp_path: Path, verify_only: bool, content: Callable[[], bytes]
+) -> None:
+    (tmp_path / KEY_FILE_NAME).write_bytes(content())
+    with pytest.raises(ValueError) as refused:
         DevIssuer.load_or_create(tmp_path, verify_only=verify_only)
+    assert str(refused.value) == (
+        f"the dev signing key {tmp_path / KEY_FILE_NAME} is not an unencrypted PEM RSA private key of at "
+        "least 2048 bits: restore it, or move it away so that a new one is created (tokens signed with the "
+        "old key are then refused)"
+    )
+
+
+def test_a_data_folder_under_a_file_is_refused_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "plain").write_text("")
+    with pytest.raises(ValueError) as refused:
+        DevIssuer.load_or_create(tmp_path / "plain" / "data")
+    assert str(refused.value) == (
+        f"cannot create the data folder {tmp_path / 'plain' / 'data'}: {tmp_path / 'plain'} is a file, not a "
+        "folder: set ANVIL_DATA_DIR to a folder Anvil can write to"
+    )
 
 
 @pytest.mark.anyio

@@ -1,12 +1,12 @@
-"""RequestGuard and BodyGuard: Host, Origin, method, body size, body deadline and protocol version
-checks before any route (sign-in sits between the two stages in the app; not here)."""
+"""RequestGuard and BodyGuard: Host, Origin, method, body size and protocol version checks before
+any route (sign-in sits between the two stages in the app; not here). The body's deadline is the
+front door's: tests/unit/test_frontdoor.py and tests/integration/test_front_door.py."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
 
-import anyio
 import httpx
 import pytest
 from starlette.responses import PlainTextResponse
@@ -47,7 +47,7 @@ def client(
     base_url: str = "http://127.0.0.1:8000",
 ) -> httpx.AsyncClient:
     guard = RequestGuard(
-        BodyGuard(echo_app, max_body_bytes=MAX_BODY, deadline=5.0),
+        BodyGuard(echo_app, max_body_bytes=MAX_BODY),
         allowed_hosts=hosts,
         allowed_origins=origins,
         max_body_bytes=MAX_BODY,
@@ -281,7 +281,7 @@ async def test_header_values_reach_the_app_without_surrounding_whitespace() -> N
         await PlainTextResponse("ok")(scope, receive, send)
 
     guard = RequestGuard(
-        BodyGuard(app, max_body_bytes=1024, deadline=5.0),
+        BodyGuard(app, max_body_bytes=1024),
         allowed_hosts=["*"],
         allowed_origins=[],
         max_body_bytes=1024,
@@ -293,36 +293,56 @@ async def test_header_values_reach_the_app_without_surrounding_whitespace() -> N
     assert seen["mcp-name"] == "ask"
 
 
-async def test_a_body_that_does_not_arrive_in_time_is_a_408_and_the_route_never_runs() -> None:
+@pytest.mark.parametrize("chunks_first", [0, 1, 2], ids=["before any chunk", "after one", "after two"])
+async def test_a_connection_that_ends_before_its_body_is_whole_never_reaches_the_route(
+    chunks_first: int,
+) -> None:
+    # The front door's body deadline, or a client that left: the route must not run on part of a
+    # body, and the record (access log, metrics) gets the 408 the client was sent.
     reached = False
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         nonlocal reached
         reached = True
 
-    async def stalled() -> dict[str, object]:
-        # The first chunk arrives; the rest never does (an event nobody sets).
-        nonlocal chunks
-        chunks += 1
-        if chunks == 1:
-            return {"type": "http.request", "body": b'{"question"', "more_body": True}
-        await anyio.Event().wait()
-        raise AssertionError("unreachable")
+    messages: list[dict[str, object]] = [
+        {"type": "http.request", "body": b'{"question"', "more_body": True},
+        {"type": "http.request", "body": b': "x"', "more_body": True},
+    ][:chunks_first]
+    messages.append({"type": "http.disconnect"})
 
-    chunks = 0
+    async def receive() -> dict[str, object]:
+        return messages.pop(0)
+
     sent: list[dict[str, object]] = []
 
     async def send(message: dict[str, object]) -> None:
         sent.append(message)
 
-    guard = BodyGuard(app, max_body_bytes=1024, deadline=0.05)
+    guard = BodyGuard(app, max_body_bytes=1024)
     scope = {"type": "http", "method": "POST", "path": "/api/ask", "headers": []}
-    await guard(scope, stalled, send)  # type: ignore[arg-type]
+    await guard(scope, receive, send)  # type: ignore[arg-type]
     assert not reached
+    assert messages == []
     assert sent[0]["status"] == 408
-    assert (b"connection", b"close") in sent[0]["headers"]  # type: ignore[operator]
-    problem = json.loads(sent[1]["body"])  # type: ignore[arg-type]
-    assert (
-        problem["detail"]
-        == "The request body did not arrive within 0.05 seconds; send it at once, then retry."
-    )
+    assert json.loads(sent[1]["body"])["type"].endswith("/timeout")  # type: ignore[arg-type]
+
+
+async def test_a_body_in_pieces_past_the_limit_is_refused_without_reading_the_rest() -> None:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        raise AssertionError("the route ran")
+
+    pieces = [{"type": "http.request", "body": b"x" * 600, "more_body": True} for _ in range(5)]
+
+    async def receive() -> dict[str, object]:
+        return pieces.pop(0)
+
+    sent: list[dict[str, object]] = []
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/api/ask", "headers": []}
+    await BodyGuard(app, max_body_bytes=1024)(scope, receive, send)  # type: ignore[arg-type]
+    assert sent[0]["status"] == 413
+    assert len(pieces) == 3  # two pieces read: past the limit

@@ -162,12 +162,25 @@ def test_type_lists() -> None:
     )
     assert schemas["One"] == {"type": "string", "maxLength": 3, "nullable": True}
     assert schemas["Two"] == {"anyOf": [{"type": "string"}, {"type": "integer"}]}
-    assert schemas["TwoOrNull"] == {"anyOf": [{"type": "string"}, {"type": "integer"}], "nullable": True}
+    # 3.0.3 applies `nullable` only beside a `type`: it goes on one alternative.
+    assert schemas["TwoOrNull"] == {"anyOf": [{"type": "string", "nullable": True}, {"type": "integer"}]}
 
 
 def test_several_branches_besides_null_stay_a_union() -> None:
-    schemas = converted({"U": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}})
-    assert schemas["U"] == {"anyOf": [{"type": "string"}, {"type": "integer"}], "nullable": True}
+    schemas = converted(
+        {
+            "U": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]},
+            "R": {"oneOf": [{"$ref": "#/components/schemas/U"}, {"type": "object"}, {"type": "null"}]},
+            "Untyped": {"anyOf": [{"$ref": "#/components/schemas/U"}, {"minLength": 1}, {"type": "null"}]},
+        }
+    )
+    # `nullable` only counts beside a `type` (3.0.3): on the first alternative that states one,
+    # so that null matches exactly one, as `oneOf` needs; without one, beside the union.
+    assert schemas["U"] == {"anyOf": [{"type": "string", "nullable": True}, {"type": "integer"}]}
+    assert schemas["R"] == {
+        "oneOf": [{"$ref": "#/components/schemas/U"}, {"type": "object", "nullable": True}]
+    }
+    assert schemas["Untyped"]["nullable"] is True
 
 
 def test_no_null_type_is_left_anywhere() -> None:

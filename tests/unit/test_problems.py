@@ -59,7 +59,7 @@ async def test_a_wrong_method_is_a_405_problem_with_allow(http: httpx.AsyncClien
     assert response.headers["allow"] == "POST"
     several = await http.patch("/api/conversations")
     assert_problem(several, 405)
-    assert several.headers["allow"] == "DELETE, GET, POST"
+    assert several.headers["allow"] == "DELETE, GET, HEAD, POST"
     mcp = await http.get("/mcp")
     assert_problem(mcp, 405)
     assert mcp.headers["allow"] == "POST"

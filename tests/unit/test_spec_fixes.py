@@ -185,3 +185,63 @@ async def test_the_sdk_still_refuses_routing_headers_with_surrounding_whitespace
     async with app.router.lifespan_context(app):
         status, body = await asgi_post(app, json.dumps(discover()).encode(), raw_headers("server/discover"))
     assert status == 400 and "error" in json.loads(body)
+
+
+# 4. A body that is not one JSON-RPC message gets one clean error with a null id; nothing runs.
+
+LEGACY_BATCHING = {**BASE, "MCP-Protocol-Version": "2025-03-26"}
+
+
+async def test_a_batch_an_invalid_id_and_a_non_message_get_one_clean_error(anvil: httpx.AsyncClient) -> None:
+    for body in ([tools_list()], {**tools_list(), "id": None}, {**tools_list(), "id": 1.5}, {}):
+        reply = await anvil.post("/mcp", json=body, headers=LEGACY_BATCHING)
+        assert reply.status_code == 400, body
+        error = reply.json()["error"]
+        assert reply.json() == {"jsonrpc": "2.0", "id": None, "error": error}
+        assert error["code"] == -32600 and len(error["message"]) < 120, error
+
+
+async def test_invalid_json_is_a_parse_error_in_both_eras(anvil: httpx.AsyncClient) -> None:
+    for headers in (BASE, modern_headers("tools/list")):
+        reply = await anvil.post("/mcp", content=b"{oops", headers=headers)
+        assert reply.status_code == 400 and reply.json()["id"] is None
+        assert reply.json()["error"]["code"] == -32700
+
+
+async def test_the_sdk_still_answers_a_batch_or_a_non_message_with_a_validation_dump(
+    bare: httpx.AsyncClient,
+) -> None:
+    for body in ([tools_list()], {}):
+        reply = await bare.post("/mcp", json=body, headers=LEGACY_BATCHING)
+        error = reply.json()["error"]
+        assert error["code"] == -32602 and "validation error" in error["message"].lower(), error
+
+
+async def test_the_sdk_still_takes_a_request_with_an_invalid_id_for_a_notification(
+    bare: httpx.AsyncClient,
+) -> None:
+    for request_id in (None, 1.5, True, {}):
+        reply = await bare.post("/mcp", json={**tools_list(), "id": request_id}, headers=BASE)
+        assert (reply.status_code, reply.content) == (202, b""), request_id
+
+
+async def test_the_fast_path_gets_the_decoded_body_and_parses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.api.single_exchange
+
+    handed: list[Any] = []
+    original = app.api.single_exchange.plain_request
+
+    def spy(headers: Any, body: bytes, decoded: Any = None) -> Any:
+        handed.append(decoded)
+        return original(headers, body, decoded)
+
+    monkeypatch.setattr(app.api.single_exchange, "plain_request", spy)
+    settings = Settings(
+        auth_mode="none", store="memory", answer_engine="echo", data_dir=tmp_path, mcp_single_exchange=True
+    )
+    async with client(create_app(settings)) as http:
+        reply = await http.post("/mcp", json=tools_list(), headers=BASE)
+    assert reply.status_code == 200 and reply.json()["id"] == 5
+    assert handed == [tools_list()]

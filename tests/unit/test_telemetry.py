@@ -188,7 +188,7 @@ async def test_a_refused_ask_is_counted_by_its_reason(
     await ask(http, token, {"question": "q", "conversationId": "r-1", "instructions": "be brief"})
     await ask(http, token, {"question": "q", "conversationId": "r-1", "instructions": "be long"})
     refused = [a for a, _ in recorded.points("anvil.asks") if a["anvil.ask.outcome"] == "refused"]
-    assert refused == [{"anvil.ask.outcome": "refused", "error.type": "invalid-input"}]
+    assert refused == [{"anvil.ask.outcome": "refused", "error.type": "conflict"}]
 
 
 async def test_rest_routes_are_recorded_by_their_template(

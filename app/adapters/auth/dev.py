@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import jwt
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from app.adapters.auth.verifier import StaticKeySource, TokenVerifier
+from app.private_files import describe, private_folder, reason
 
 DEV_AUTHORITY = "https://login.anvil.invalid"
 DEV_TENANT_ID = "5d1f0c7e-3b9a-4e62-8f41-a0d7c2b6e913"
@@ -30,10 +32,14 @@ DEV_SCOPE = "access_as_user"
 DEV_KID = "anvil-dev-1"
 
 KEY_FILE_NAME = "dev-signing-key.pem"
+#: Longest lifetime a dev token gets: it is a bearer secret, and one valid for years outlives any
+#: reason to hold it (`anvil token --ttl` refuses more).
+MAX_TTL_SECONDS = 30 * 86_400
 
 # Fixed so that a user name maps to the same oid in every tenant, process and run.
 _USER_NAMESPACE = uuid.UUID("1f6b2c8e-0a4d-4f7b-b3e5-9d2a6c0e8f14")
 _USER_NAME = re.compile(r"[A-Za-z0-9._@-]{1,64}")
+_USE_ANOTHER_FOLDER = "set ANVIL_DATA_DIR to a folder Anvil can write to"
 
 
 class DevIssuer:
@@ -49,12 +55,33 @@ class DevIssuer:
 
         `verify_only`: the caller only verifies tokens, with the public half, so the private
         key's consistency check (~50 ms, a guard for signing with a damaged key) is skipped.
+
+        Raises `ValueError`, in one line naming the path and what to do, when the folder or the
+        key cannot be created or read, or the file holds no usable key.
         """
-        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = data_dir / KEY_FILE_NAME
-        if not path.exists():
-            _write_new_key(path)
-        return cls(_read_key(path, check=not verify_only))
+        try:
+            private_folder(data_dir)
+        except OSError as error:
+            raise ValueError(
+                f"{describe(error, 'create the data folder', data_dir)}: {_USE_ANOTHER_FOLDER}"
+            ) from None
+        try:
+            if not path.exists():
+                _write_new_key(path)
+        except OSError as error:
+            raise ValueError(
+                f"cannot create the dev signing key {path} ({reason(error)}): make {data_dir} "
+                f"writable by the user Anvil runs as, or {_USE_ANOTHER_FOLDER}"
+            ) from None
+        try:
+            pem = path.read_bytes()
+        except OSError as error:
+            raise ValueError(
+                f"cannot read the dev signing key {path} ({reason(error)}): run Anvil as the user "
+                "who owns it, or move it away so that a new key is created"
+            ) from None
+        return cls(_read_key(pem, path, check=not verify_only))
 
     @property
     def public_key(self) -> rsa.RSAPublicKey:
@@ -83,6 +110,8 @@ class DevIssuer:
         tid = DEV_TENANT_ID if tenant is None else tenant
         if not tid.strip():
             raise ValueError("tenant must not be empty.")
+        if isinstance(ttl, bool) or not 1 <= ttl <= MAX_TTL_SECONDS:
+            raise ValueError(f"ttl must be from 1 second to 30 days ({MAX_TTL_SECONDS} s), not {ttl!r}.")
         issued_at = int(time.time() if now is None else now)
         return self.mint_claims(
             {
@@ -165,10 +194,17 @@ def _write_new_key(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _read_key(path: Path, *, check: bool = True) -> rsa.RSAPrivateKey:
-    key = serialization.load_pem_private_key(
-        path.read_bytes(), password=None, unsafe_skip_rsa_key_validation=not check
-    )
+def _read_key(pem: bytes, path: Path, *, check: bool = True) -> rsa.RSAPrivateKey:
+    """The key `pem` (read from `path`); `ValueError` naming `path` and what to do if it is none."""
+    try:
+        key = serialization.load_pem_private_key(pem, password=None, unsafe_skip_rsa_key_validation=not check)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        # The library's own message ("Could not deserialize key data...") names no file.
+        key = None
     if not isinstance(key, rsa.RSAPrivateKey) or key.key_size < 2048:
-        raise ValueError(f"{path} does not hold an RSA private key of at least 2048 bits.")
+        raise ValueError(
+            f"the dev signing key {path} is not an unencrypted PEM RSA private key of at least 2048 "
+            "bits: restore it, or move it away so that a new one is created (tokens signed with "
+            "the old key are then refused)"
+        )
     return key

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 
 import anyio
 
@@ -35,10 +34,22 @@ async def open_auth(settings: Settings) -> AuthSetup:
         from app.adapters.auth.entra import open_entra
 
         return await open_entra(settings)
-    from app.adapters.auth.dev import DEV_AUTHORITY, DEV_CLIENT_ID, DEV_SCOPE, DEV_TENANT_ID, DevIssuer
+    from app.adapters.auth.dev import (
+        DEV_AUTHORITY,
+        DEV_CLIENT_ID,
+        DEV_SCOPE,
+        DEV_TENANT_ID,
+        KEY_FILE_NAME,
+        DevIssuer,
+    )
+    from app.private_files import warn_if_open
 
-    # The server only verifies dev tokens; `anvil token`, which signs, loads the key fully checked.
-    load = partial(DevIssuer.load_or_create, settings.data_dir, verify_only=True)
+    def load() -> DevIssuer:
+        # The server only verifies dev tokens; `anvil token`, which signs, loads the key fully checked.
+        loaded = DevIssuer.load_or_create(settings.data_dir, verify_only=True)
+        warn_if_open(settings.data_dir, settings.data_dir / KEY_FILE_NAME)
+        return loaded
+
     issuer = await anyio.to_thread.run_sync(load)
     return AuthSetup(
         verifier=issuer.verifier(),

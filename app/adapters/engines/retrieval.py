@@ -8,6 +8,7 @@ weight falls on words the corpus lacks) is refused with `NO_MATCH_ANSWER` and no
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +34,8 @@ __all__ = [
     "looks_like_follow_up",
     "tokenize",
 ]
+
+logger = logging.getLogger(__name__)
 
 #: The composed answer never grows beyond this many characters.
 MAX_ANSWER_CHARS = 1500
@@ -95,6 +98,7 @@ class RetrievalEngine:
         self._passages = passages
         self._files = dict(files)
         sources = list(dict.fromkeys(p.source for p in passages))
+        self._sources = tuple(sources)
         headings = [tokenize(p.heading) for p in passages]
         bodies = [_body_tokens(p.text) for p in passages]
         vocabulary = {t for tokens in bodies for t in tokens} | {t for tokens in headings for t in tokens}
@@ -119,10 +123,21 @@ class RetrievalEngine:
 
     @classmethod
     def build(cls, corpus_dir: Path) -> RetrievalEngine:
-        """Load every `*.md` and `*.mdx` file under `corpus_dir` and index it (blocking; run off-loop)."""
+        """Load every `*.md` and `*.mdx` file under `corpus_dir` and index it (blocking; run off-loop).
+
+        A corpus that holds no document with text is indexed all the same (every question is then
+        answered `NO_MATCH_ANSWER`), with a warning naming the folder.
+        """
         files = read_corpus(corpus_dir)
         passages = tuple(p for file in files for p in file_passages(file))
-        return cls(passages, {file.source: file for file in files})
+        engine = cls(passages, {file.source: file for file in files})
+        if not engine.document_count:
+            logger.warning(
+                "corpus: %s holds no *.md or *.mdx document with text, so every question will be "
+                "answered that nothing was found: add documents there, or set ANVIL_CORPUS_DIR",
+                corpus_dir,
+            )
+        return engine
 
     @classmethod
     def from_passages(cls, passages: Iterable[CorpusPassage]) -> RetrievalEngine:
@@ -133,6 +148,11 @@ class RetrievalEngine:
     def passage_count(self) -> int:
         """How many passages the index holds."""
         return len(self._passages)
+
+    @property
+    def document_count(self) -> int:
+        """How many documents the index holds passages of (0: every question finds nothing)."""
+        return len(self._sources)
 
     async def search(self, text: str, max_results: int) -> list[Passage]:
         """The passages that best match `text`, best first, at most `max_results` (never zero-score)."""

@@ -2,16 +2,22 @@
 
 One item per conversation: `to_document(conversation)` plus a per-item `ttl`, under
 `id = mcp:{oid}:{conversationId}`, in the partition of its owner. A turn costs one point read
-(`get`) and one conditional write (`replace` with the ETag that read returned). The Azure SDK
-is imported by the methods that call it, so other stores never load it.
+(`get`) and one conditional write (`replace` with the ETag that read returned). Beside them, in
+the same partition, one quota item per user and tenant (`id = quota:{oid}:{tid}`) makes the
+per-user limit on live conversations exact (`CosmosStore.create`). The Azure SDK is imported by
+the methods that call it, so other stores never load it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import math
+import random
+import re
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -20,7 +26,7 @@ from app.adapters.stores.codec import from_document, to_document
 from app.adapters.stores.cursor import decode_cursor, encode_cursor
 from app.domain.conversation import Conversation, ConversationPage, ConversationSummary, conversation_key
 from app.errors import InvalidInput, Unavailable
-from app.ports import Stored, VersionConflict
+from app.ports import QuotaFull, Stored, VersionConflict
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -39,6 +45,22 @@ MAX_ITEM_BYTES = 1_500_000
 DELETE_CONCURRENCY = 8
 #: Retry hint when Cosmos DB gives none, in seconds.
 DEFAULT_RETRY_AFTER = 1.0
+#: A creation's placeholder younger than this (seconds) is taken for a creation still under way:
+#: other creations neither take its key nor count it out of the quota. Only liveness rests on it
+#: (a creation held up for longer may fail with `VersionConflict`, which callers retry), never
+#: the limit itself. A creation takes three requests, tens of milliseconds; a placeholder left by
+#: a process that died mid-creation holds its key (`_claim` waits it out) for at most this long.
+PENDING_GRACE_SECONDS = 5.0
+#: How often (seconds) a creation waiting for another's placeholder looks at the key again.
+PENDING_POLL_SECONDS = 0.1
+#: `ttl` of a placeholder, so that Cosmos DB purges one whose creation never finished.
+PENDING_TTL_SECONDS = 600
+#: Rounds of reading the quota item and writing it back before a creation gives up; a round is
+#: lost only when another creation of the same user was admitted meanwhile.
+QUOTA_ATTEMPTS = 16
+#: Entries the quota item may hold beyond twice the live conversations it last counted before a
+#: creation below the limit reconciles it anyway, so it stays small however many come and go.
+QUOTA_SLACK = 16
 
 # Writes pay request units for every indexed path: only the fields queries filter or sort on
 # are indexed, never the turns. Used when the store creates the container itself.
@@ -63,6 +85,19 @@ _AFTER = "(c.updatedAt < @updatedAt OR (c.updatedAt = @updatedAt AND c.conversat
 _SYSTEM_PREFIX = "_"
 _TOKEN_SEPARATOR = "/"
 
+# Quota items carry no `tid` (their tenant is under `tenant`) and no `expiresAt`, and every query
+# for conversations names `c.tid`, so none of them (`list`, `count`, `delete_all`) ever matches a
+# quota item; only `/oid` of it is indexed. Placeholders carry `tid` and an `expiresAt` of 0:
+# listings and counts skip them as expired, `delete_all` removes them with the rest.
+_QUOTA_PREFIX = "quota:"
+_QUOTA_KIND = "quota"
+_ITEMS = "c.oid = @oid AND c.tid = @tid"
+#: No item ever has this ETag (Cosmos DB's are quoted GUIDs): a delete naming it only tells
+#: whether the key holds an item (412) or not (404), as decided where writes are decided.
+_PROBE_ETAG = '"anvil-probe-matches-no-item"'
+#: A tenant id that may stand in an item id as it is (ids must not hold `/`, `\`, `?` or `#`).
+_PLAIN_TENANT = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
 
 class CosmosStore:
     """`ConversationStore` in Cosmos DB. Open with `await CosmosStore.open(settings)`.
@@ -72,6 +107,59 @@ class CosmosStore:
     wins, in one process or many. The ETag this store hands out also names the expiry of that
     version (`{expiresAt}/{_etag}`): Cosmos DB purges by its own clock and only some time after
     `expiresAt`, so the store must tell an expired version from a live one without reading it.
+    Cosmos DB gives every write a fresh `_etag`, a conversation created again after a delete
+    included, and nothing read is kept between calls, so a token read before a delete never
+    matches what is written after it.
+
+    The quota (`create(..., max_conversations=n)`) uses single-item requests only: point reads,
+    conditional writes and one query, no transactional batch (which the Cosmos DB-compatible
+    test server does not run). The user's quota item in the tenant, `quota:{oid}:{tid}` in the
+    user's partition, maps each conversation admitted under the quota to when it was admitted
+    (`admitted`). A creation:
+
+    1. reads the quota item and, if the others admitted number `n` or more (or the item has
+       gathered many more entries than live conversations), reconciles it (below); still `n` or
+       more: `QuotaFull`, before anything of the conversation is written;
+    2. writes a placeholder under the conversation's key: an item every read, listing and count
+       takes for an expired conversation (`expiresAt` 0, `pending`); `VersionConflict` if a live
+       conversation, or another creation under way, holds the key;
+    3. admits the conversation: writes the quota item back, `IfNotModified` on the ETag read in
+       1 (a lost race goes back to 1);
+    4. turns the placeholder into the conversation, `IfNotModified` on the placeholder's ETag.
+
+    Reconciling starts from one query of the user's items in the tenant. A live conversation
+    counts, admitted or not (one created before the quota was on is taken in). An entry whose
+    key shows a placeholder younger than `PENDING_GRACE_SECONDS` stays (a creation under way).
+    Every other entry not live stays unless one conditional delete on its key, sent after the
+    quota item was read, proves the key empty: `IfNotModified` on the `_etag` the query showed
+    for a placeholder given up on or an expired conversation (which removes that item), or on an
+    ETag no item has when the query showed nothing there (which removes nothing). A 404 or a
+    removal drops the entry; a 412 (the item changed since the query, or is there after all)
+    keeps it.
+
+    Why a user never keeps more than `n` live conversations, however many creations run at once
+    in however many processes: a conversation becomes live only in step 4, which succeeds only if
+    its placeholder is unchanged since step 2, and step 3 admitted it before. Writes of the quota
+    item are conditional on the version they were computed from, so they form one sequence, and
+    each admission is made from a version with fewer than `n` other entries. An entry leaves the
+    quota item only in such a write, made from a version that still held it, after a delete on
+    its key that found no item or removed a non-live one, sent after that version was read, hence
+    after the entry's placeholder was written: from then on that placeholder is gone, any item
+    written under the key has a new `_etag`, and the entry's step 4 can only fail. An entry whose
+    conversation is live is therefore never dropped, so the live conversations never outnumber
+    the entries of the current version; and `n` is only ever exceeded by conversations taken in
+    as already there. The query is only a hint: what it shows late or misses costs a delete that
+    finds the item there (412), never the limit; it only decides alone which conversations made
+    without the quota (before it was turned on) are taken in. Clocks matter only for expiry, as
+    everywhere in this store, and for the grace of placeholders, which only decides who waits.
+    Like every conditional write here, this needs one write region (with multi-region writes
+    Cosmos DB checks conditions in each region apart).
+
+    `delete` leaves the quota item alone (it costs what it did before): the entry of a deleted
+    conversation goes at the next reconciliation. `delete_all` reads the quota item before its
+    deletes, drops the entries of the keys it emptied, and removes the item once none is left.
+    The quota item has `ttl` -1 (never expires, whatever the container's default): it must
+    outlive every conversation it admitted, whose turns keep them alive.
     """
 
     def __init__(
@@ -171,26 +259,17 @@ class CosmosStore:
             return None
         return Stored(conversation, _token(conversation.expires_at, document))
 
-    async def create(self, conversation: Conversation) -> str:
-        """Store a new conversation and return its ETag; `VersionConflict` if a live one has its key."""
-        from azure.cosmos.exceptions import CosmosResourceExistsError
+    async def create(self, conversation: Conversation, *, max_conversations: int | None = None) -> str:
+        """Store a new conversation and return its ETag; `VersionConflict` if a live one has its key.
 
+        Without `max_conversations`, one create request. With it, the conversation is admitted
+        through the user's quota item first (see the class): `QuotaFull` when the user already
+        keeps that many live conversations in the tenant, counting creations under way.
+        """
+        if max_conversations is not None:
+            return await self._create_within(conversation, max_conversations)
         c = conversation
-        body = self._body(c)
-        try:
-            written = await _send(
-                self._container.create_item(body=body, **self._hooks), CosmosResourceExistsError
-            )
-        except CosmosResourceExistsError:
-            existing = await self._read(c.oid, c.key)
-            if existing is None:
-                raise VersionConflict(c.key) from None
-            if _same_item(existing, body):
-                # Our own write, applied although its response was lost and the SDK retried it.
-                return _token(c.expires_at, existing)
-            if not from_document(existing).is_expired(self._clock()):
-                raise VersionConflict(c.key) from None
-            written = await self._write_over(c.oid, c.key, body, str(existing["_etag"]))
+        written = await self._claim(c, self._body(c))
         return _token(c.expires_at, written)
 
     async def replace(self, conversation: Conversation, *, if_match: str) -> str:
@@ -228,7 +307,8 @@ class CosmosStore:
         except CosmosResourceNotFoundError:
             return False
         except CosmosAccessConditionFailedError:
-            # Rewritten since it was read, and a write always leaves a live conversation.
+            # Rewritten since it was read: by a turn, which leaves it live, or by a creation
+            # starting it again, whose placeholder goes too (that creation then fails and retries).
             try:
                 await self._delete(oid, key)
             except CosmosResourceNotFoundError:
@@ -297,24 +377,30 @@ class CosmosStore:
         """Remove every conversation of the user; returns how many live ones were removed.
 
         One query for the ids in the user's partition, then one delete per item. If some
-        delete fails, the others still run and the failure (`Unavailable`) is raised.
+        delete fails, the others still run and the failure (`Unavailable`) is raised. The
+        user's quota item is read first and pruned afterwards (`_forget`).
         """
         from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
         now = self._clock()
+        # Read before anything is deleted, so that each delete below comes after the read.
+        quota = await self._read(oid, _quota_id(oid, tid))
         rows = await self._query(
             oid,
-            "SELECT c.id, c.expiresAt FROM c WHERE c.oid = @oid AND c.tid = @tid",
+            f"SELECT c.id, c.conversationId, c.expiresAt FROM c WHERE {_ITEMS}",
             [{"name": "@oid", "value": oid}, {"name": "@tid", "value": tid}],
         )
         gate = asyncio.Semaphore(DELETE_CONCURRENCY)
+        emptied: set[str] = set()
 
         async def remove(row: Mapping[str, Any]) -> bool:
             async with gate:
                 try:
                     await self._delete(oid, str(row["id"]))
                 except CosmosResourceNotFoundError:
+                    emptied.add(str(row.get("conversationId")))
                     return False
+            emptied.add(str(row.get("conversationId")))
             return float(row["expiresAt"]) > now
 
         # Every delete runs to its end even if another fails, so a retry has less left to do.
@@ -322,6 +408,8 @@ class CosmosStore:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+        if quota is not None:
+            await self._forget(oid, tid, quota, emptied)
         return sum(result is True for result in results)
 
     async def check(self) -> None:
@@ -335,6 +423,245 @@ class CosmosStore:
         close, self._close = self._close, None
         if close is not None:
             await close()
+
+    async def _create_within(self, conversation: Conversation, limit: int) -> str:
+        """`create` under the quota: steps 1 to 4 of the class's description."""
+        c = conversation
+        body = self._body(c)  # the size guard, before any request
+        quota_id = _quota_id(c.oid, c.tid)
+        placeholder: dict[str, Any] | None = None
+        try:
+            for attempt in range(QUOTA_ATTEMPTS):
+                if attempt > 1:
+                    # Creations of one user that keep colliding spread out ("full jitter").
+                    await asyncio.sleep(random.uniform(0.0, min(0.2, 0.005 * 2 ** (attempt - 2))))
+                quota = await self._read(c.oid, quota_id)
+                now = self._clock()
+                admitted = _admitted(quota)
+                counted = int(quota.get("counted", 0)) if quota is not None else 0
+                others = len(admitted) - (c.conversation_id in admitted)
+                if quota is None or others >= limit or len(admitted) >= 2 * counted + QUOTA_SLACK:
+                    pruned, counted = await self._reconcile(c, admitted, now, claimed=placeholder is not None)
+                else:
+                    pruned = admitted
+                others = len(pruned) - (c.conversation_id in pruned)
+                if others >= limit:
+                    if quota is not None and pruned != admitted:
+                        # Spares the next creation the same checks; losing this race loses nothing.
+                        await self._write_quota(c.oid, c.tid, quota, pruned, counted)
+                    raise QuotaFull(others)
+                if placeholder is None:
+                    placeholder = await self._claim(c, self._placeholder(c, now))
+                admitting = {**pruned, c.conversation_id: int(now)}
+                if await self._write_quota(c.oid, c.tid, quota, admitting, counted):
+                    break
+            else:
+                raise Unavailable(
+                    "Too many conversations are being created at once for this user; retry in a second.",
+                    retry_after=1.0,
+                )
+        except Exception:
+            # Not admitted after all: free the key at once rather than after the grace.
+            if placeholder is not None:
+                await self._abandon(c, placeholder)
+            raise
+        written = await self._write_over(c.oid, c.key, body, str(placeholder["_etag"]))
+        return _token(c.expires_at, written)
+
+    async def _claim(self, c: Conversation, body: dict[str, Any]) -> dict[str, Any]:
+        """Create `body` under `c`'s key, or write it over an expired conversation or a placeholder
+        given up on there; `VersionConflict` if a live conversation or a creation under way holds it."""
+        from azure.cosmos.exceptions import CosmosResourceExistsError
+
+        try:
+            created: dict[str, Any] = await _send(
+                self._container.create_item(body=body, **self._hooks), CosmosResourceExistsError
+            )
+        except CosmosResourceExistsError:
+            pass
+        else:
+            return created
+        existing = await self._read(c.oid, c.key)
+        # Another creation's placeholder: wait until it becomes the conversation or is given up
+        # on (a process that died mid-creation leaves one), rather than failing every retry of
+        # the caller's until the grace is over.
+        for _ in range(math.ceil(PENDING_GRACE_SECONDS / PENDING_POLL_SECONDS)):
+            if existing is None or _same_item(existing, body) or not _under_way(existing, self._clock()):
+                break
+            await asyncio.sleep(PENDING_POLL_SECONDS)
+            existing = await self._read(c.oid, c.key)
+        else:
+            raise VersionConflict(c.key)
+        if existing is None:
+            raise VersionConflict(c.key)
+        if _same_item(existing, body):
+            # Our own write, applied although its response was lost and the SDK retried it.
+            return existing
+        if not from_document(existing).is_expired(self._clock()):
+            raise VersionConflict(c.key)
+        return await self._write_over(c.oid, c.key, body, str(existing["_etag"]))
+
+    async def _reconcile(
+        self, c: Conversation, admitted: Mapping[str, int], now: float, *, claimed: bool
+    ) -> tuple[dict[str, int], int]:
+        """The entries of `admitted` that may still be live, with the live conversations the
+        query shows added, and how many of those it showed; see the class for the rules.
+
+        `VersionConflict` when the query shows `c`'s key live, unless this creation already holds
+        the key with its placeholder (then what the query shows is older than that).
+        """
+        rows = await self._query(
+            c.oid,
+            f"SELECT c.conversationId, c.expiresAt, c.pending, c.pendingSince, c._etag FROM c WHERE {_ITEMS}",
+            [{"name": "@oid", "value": c.oid}, {"name": "@tid", "value": c.tid}],
+        )
+        found = {str(row["conversationId"]): row for row in rows}
+        live = {cid for cid, row in found.items() if float(row["expiresAt"]) > now}
+        if c.conversation_id in live and not claimed:
+            raise VersionConflict(c.key)
+        kept = {cid: admitted.get(cid, int(now)) for cid in live}
+        checks: list[tuple[str, str]] = []
+        for cid in admitted:
+            row = found.get(cid)
+            if cid in kept:
+                continue
+            if cid == c.conversation_id or (row is not None and _under_way(row, now)):
+                # The key being created is settled by this creation itself, as it goes on.
+                kept[cid] = admitted[cid]
+            else:
+                checks.append((cid, _PROBE_ETAG if row is None else str(row["_etag"])))
+        gate = asyncio.Semaphore(DELETE_CONCURRENCY)
+
+        async def emptied(cid: str, etag: str) -> bool:
+            async with gate:
+                return await self._empties(c.oid, conversation_key(c.oid, cid), etag)
+
+        results = await asyncio.gather(*(emptied(cid, etag) for cid, etag in checks), return_exceptions=True)
+        for (cid, _), result in zip(checks, results, strict=True):
+            if isinstance(result, BaseException):
+                raise result
+            if not result:
+                kept[cid] = admitted[cid]
+        return kept, len(live)
+
+    async def _empties(self, oid: str, key: str, etag: str) -> bool:
+        """Whether a delete of `key` naming `etag` leaves it empty: it removed the item there or
+        found none. False (412) when an item with another `_etag` is there."""
+        from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
+
+        try:
+            await self._delete(oid, key, etag=etag)
+        except CosmosResourceNotFoundError:
+            return True
+        except CosmosAccessConditionFailedError:
+            return False
+        return True
+
+    async def _write_quota(
+        self, oid: str, tid: str, read: Mapping[str, Any] | None, admitted: Mapping[str, int], counted: int
+    ) -> bool:
+        """Write the quota item if it is still the version `read` (None: still missing); False if not."""
+        from azure.core import MatchConditions
+        from azure.cosmos.exceptions import (
+            CosmosAccessConditionFailedError,
+            CosmosResourceExistsError,
+            CosmosResourceNotFoundError,
+        )
+
+        quota_id = _quota_id(oid, tid)
+        body = {
+            "id": quota_id,
+            "oid": oid,
+            "kind": _QUOTA_KIND,
+            "tenant": tid,
+            "admitted": dict(admitted),
+            "counted": counted,
+            # Never expires: it must outlive every conversation it admitted, and turns extend those.
+            "ttl": -1,
+        }
+        try:
+            if read is None:
+                await _send(self._container.create_item(body=body, **self._hooks), CosmosResourceExistsError)
+            else:
+                await _send(
+                    self._container.replace_item(
+                        item=quota_id,
+                        body=body,
+                        etag=read["_etag"],
+                        match_condition=MatchConditions.IfNotModified,
+                        **self._hooks,
+                    ),
+                    CosmosAccessConditionFailedError,
+                    CosmosResourceNotFoundError,
+                )
+        except (CosmosResourceExistsError, CosmosAccessConditionFailedError, CosmosResourceNotFoundError):
+            # Another writer got there first, or the SDK's retry of our own applied write found
+            # it done; either way the caller reads the item again.
+            return False
+        return True
+
+    async def _abandon(self, c: Conversation, placeholder: Mapping[str, Any]) -> None:
+        """Remove a placeholder that will not become a conversation, if it is still there.
+
+        Best effort: nothing reads it as a conversation, and Cosmos DB purges it anyway.
+        """
+        try:
+            await self._empties(c.oid, c.key, str(placeholder["_etag"]))
+        except Unavailable:
+            logger.info("Left a placeholder of an abandoned creation for Cosmos DB to purge")
+
+    async def _forget(self, oid: str, tid: str, quota: Mapping[str, Any], emptied: set[str]) -> None:
+        """After `delete_all`: drop the quota entries of keys emptied since `quota` was read (by the
+        deletes, or by a probe for those the query did not show) and remove the item once none is
+        left. Best effort: what a lost race or an error leaves, the next reconciliation drops."""
+        from azure.core import MatchConditions
+        from azure.cosmos.exceptions import CosmosAccessConditionFailedError, CosmosResourceNotFoundError
+
+        admitted = _admitted(quota)
+        unknown = [cid for cid in admitted if cid not in emptied]
+        gate = asyncio.Semaphore(DELETE_CONCURRENCY)
+
+        async def probe(cid: str) -> bool:
+            async with gate:
+                return await self._empties(oid, conversation_key(oid, cid), _PROBE_ETAG)
+
+        try:
+            probed = await asyncio.gather(*(probe(cid) for cid in unknown))
+            kept = {cid: admitted[cid] for cid, gone in zip(unknown, probed, strict=True) if not gone}
+            if kept:
+                await self._write_quota(oid, tid, quota, kept, 0)
+                return
+            await _send(
+                self._container.delete_item(
+                    item=_quota_id(oid, tid),
+                    partition_key=oid,
+                    etag=quota["_etag"],
+                    match_condition=MatchConditions.IfNotModified,
+                    **self._hooks,
+                ),
+                CosmosResourceNotFoundError,
+                CosmosAccessConditionFailedError,
+            )
+        except (Unavailable, CosmosResourceNotFoundError, CosmosAccessConditionFailedError):
+            logger.info("Left entries in a quota item for the next creation to reconcile")
+
+    def _placeholder(self, c: Conversation, now: float) -> dict[str, Any]:
+        """What holds `c`'s key while it is admitted: read as an expired conversation (`expiresAt`
+        0, no turns), marked `pending` since `now`, purged by Cosmos DB if it is given up on."""
+        return {
+            **to_document(c),
+            "expiresAt": 0.0,
+            "instructions": None,
+            "title": None,
+            "turnCount": 0,
+            "turns": [],
+            "pending": True,
+            "pendingSince": now,
+            # Tells this creation's placeholder from another's of the same moment, so that only
+            # a lost answer to our own write is taken for ours.
+            "claim": secrets.token_hex(8),
+            "ttl": PENDING_TTL_SECONDS,
+        }
 
     async def _check_container(self, settings: Settings) -> None:
         """Refuse to start on a missing container or one partitioned by another path."""
@@ -451,6 +778,26 @@ def _parse_token(token: str) -> tuple[float, str] | None:
         return float(expires_at), etag
     except ValueError:
         return None
+
+
+def _quota_id(oid: str, tid: str) -> str:
+    """The id of the user's quota item in tenant `tid` (a tenant id unfit for an id by its digest)."""
+    tenant = tid if _PLAIN_TENANT.fullmatch(tid) else "sha256-" + hashlib.sha256(tid.encode()).hexdigest()
+    return f"{_QUOTA_PREFIX}{oid}:{tenant}"
+
+
+def _admitted(quota: Mapping[str, Any] | None) -> dict[str, int]:
+    """The entries of a quota item as read: conversation id -> when it was admitted (whole
+    seconds since the epoch, for whoever reads the item; no decision rests on them)."""
+    entries = quota.get("admitted") if quota is not None else None
+    return {str(cid): int(at) for cid, at in (entries or {}).items()}
+
+
+def _under_way(item: Mapping[str, Any], now: float) -> bool:
+    """Whether `item` is the placeholder of a creation that may still be going on."""
+    if item.get("pending") is not True:
+        return False
+    return now - float(item.get("pendingSince") or 0.0) < PENDING_GRACE_SECONDS
 
 
 def _connection_policy(settings: Settings) -> Any:

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 
 from app.adapters.stores.cursor import comes_after, decode_cursor, encode_cursor
 from app.domain.conversation import Conversation, ConversationPage, ConversationSummary, conversation_key
-from app.ports import Stored, VersionConflict
+from app.ports import QuotaFull, Stored, VersionConflict
 
 #: How often (seconds) a write also sweeps out every expired conversation.
 PURGE_INTERVAL = 300.0
-
-
-def etag_of(conversation: Conversation) -> str:
-    """The ETag of a stored value: its version, which every write increases by one."""
-    return str(conversation.version)
 
 
 class MemoryStore:
@@ -28,38 +24,42 @@ class MemoryStore:
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
-        self._items: dict[str, Conversation] = {}
+        # Each value with its ETag: a number this store never hands out twice, so a read made
+        # before a delete cannot match the conversation created again after it (whose versions
+        # start over at 1).
+        self._items: dict[str, Stored] = {}
+        self._etags = itertools.count(1)
         self._next_purge = 0.0
 
     async def get(self, oid: str, conversation_id: str) -> Stored | None:
         """The live conversation under this key and its ETag, or None when missing or expired."""
-        found = self._live(conversation_key(oid, conversation_id), self._clock())
-        return None if found is None else Stored(found, etag_of(found))
+        return self._live(conversation_key(oid, conversation_id), self._clock())
 
-    async def create(self, conversation: Conversation) -> str:
-        """Store a new conversation; `VersionConflict` if a live one already has its key."""
+    async def create(self, conversation: Conversation, *, max_conversations: int | None = None) -> str:
+        """Store a new conversation; `VersionConflict` if a live one already has its key,
+        `QuotaFull` if its user already keeps `max_conversations` live ones."""
         now = self._clock()
         if self._live(conversation.key, now) is not None:
             raise VersionConflict(conversation.key)
-        self._items[conversation.key] = conversation
-        self._purge(now)
-        return etag_of(conversation)
+        if max_conversations is not None:
+            kept = self._count(conversation.oid, conversation.tid, now)
+            if kept >= max_conversations:
+                raise QuotaFull(kept)
+        return self._put(conversation, now)
 
     async def replace(self, conversation: Conversation, *, if_match: str) -> str:
         """Overwrite the stored conversation if it still carries the ETag `if_match`."""
         now = self._clock()
         current = self._live(conversation.key, now)
-        if current is None or etag_of(current) != if_match:
+        if current is None or current.etag != if_match:
             raise VersionConflict(conversation.key)
-        self._items[conversation.key] = conversation
-        self._purge(now)
-        return etag_of(conversation)
+        return self._put(conversation, now)
 
     async def delete(self, oid: str, conversation_id: str, *, if_match: str | None = None) -> bool:
         """Remove a conversation; True if a live one was removed."""
         key = conversation_key(oid, conversation_id)
         removed = self._items.pop(key, None)
-        return removed is not None and not removed.is_expired(self._clock())
+        return removed is not None and not removed.conversation.is_expired(self._clock())
 
     async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
         """The user's live conversations, newest first, one page of at most `limit`."""
@@ -67,7 +67,7 @@ class MemoryStore:
         position = decode_cursor(cursor) if cursor is not None else None
         mine = [
             ConversationSummary.of(c)
-            for c in self._items.values()
+            for c, _ in self._items.values()
             if c.oid == oid and c.tid == tid and not c.is_expired(now)
         ]
         mine.sort(key=lambda s: (-s.updated_at, s.conversation_id))
@@ -79,15 +79,13 @@ class MemoryStore:
 
     async def count(self, oid: str, tid: str) -> int:
         """How many live conversations the user has in the tenant."""
-        now = self._clock()
-        return sum(c.oid == oid and c.tid == tid and not c.is_expired(now) for c in self._items.values())
+        return self._count(oid, tid, self._clock())
 
     async def delete_all(self, oid: str, tid: str) -> int:
         """Remove every conversation of the user; returns how many live ones were removed."""
         now = self._clock()
-        keys = [k for k, c in self._items.items() if c.oid == oid and c.tid == tid]
-        live = sum(not self._items.pop(k).is_expired(now) for k in keys)
-        return live
+        keys = [k for k, (c, _) in self._items.items() if c.oid == oid and c.tid == tid]
+        return sum(not self._items.pop(k).conversation.is_expired(now) for k in keys)
 
     async def check(self) -> None:
         """Always ready: there is nothing that can be down."""
@@ -95,9 +93,18 @@ class MemoryStore:
     async def aclose(self) -> None:
         """Nothing to release; the data stays until the store is dropped."""
 
-    def _live(self, key: str, now: float) -> Conversation | None:
+    def _put(self, conversation: Conversation, now: float) -> str:
+        etag = str(next(self._etags))
+        self._items[conversation.key] = Stored(conversation, etag)
+        self._purge(now)
+        return etag
+
+    def _count(self, oid: str, tid: str, now: float) -> int:
+        return sum(c.oid == oid and c.tid == tid and not c.is_expired(now) for c, _ in self._items.values())
+
+    def _live(self, key: str, now: float) -> Stored | None:
         found = self._items.get(key)
-        if found is not None and found.is_expired(now):
+        if found is not None and found.conversation.is_expired(now):
             del self._items[key]
             return None
         return found
@@ -108,5 +115,5 @@ class MemoryStore:
         if now < self._next_purge:
             return
         self._next_purge = now + PURGE_INTERVAL
-        for key in [k for k, c in self._items.items() if c.is_expired(now)]:
+        for key in [k for k, (c, _) in self._items.items() if c.is_expired(now)]:
             del self._items[key]

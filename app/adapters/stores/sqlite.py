@@ -1,8 +1,11 @@
 """A conversation store in one SQLite file, safe to share between processes on one host.
 
 Each conversation is one row: the JSON document of `codec.to_document`, beside the fields
-that statements filter, sort or list on. Every write is a single statement guarded by the
-stored version and expiry, so a write is atomic for every process sharing the file. The stdlib
+that statements filter, sort or list on, and its ETag: a random token each write draws anew, so
+a token read before a delete never matches the conversation created again after it. Every write
+is guarded by the stored ETag and expiry in one statement (a creation under a quota, in one
+transaction), so a write is atomic for every process sharing the file. Reads decode what they
+read: nothing decoded is kept between calls, so no call can find another's half-done. The stdlib
 `sqlite3` module blocks, so the calls run on a worker thread of the store's own (`worker.py`),
 one at a time on the store's one connection; calls made while the thread is busy wait for it
 together and are then run in one go, their writes in one transaction (`SqliteStore._run`).
@@ -12,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import secrets
 import sqlite3
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -23,18 +27,18 @@ from typing import Any, NamedTuple, TypeVar
 
 import pydantic_core
 
-from app.adapters.stores.codec import encode_document, encode_turn, from_document
+from app.adapters.stores.codec import from_document, to_document
 from app.adapters.stores.cursor import decode_cursor, encode_cursor
 from app.adapters.stores.worker import Worker
 from app.domain.conversation import (
     Conversation,
     ConversationPage,
     ConversationSummary,
-    Turn,
     conversation_key,
 )
 from app.errors import Unavailable
-from app.ports import Stored, VersionConflict
+from app.ports import QuotaFull, Stored, VersionConflict
+from app.private_files import describe, private_file, private_folder, warn_if_open
 
 _T = TypeVar("_T")
 
@@ -44,11 +48,10 @@ logger = logging.getLogger(__name__)
 BUSY_TIMEOUT = 5.0
 #: How often (seconds) a write also deletes every expired row, so the file does not grow forever.
 PURGE_INTERVAL = 600.0
-#: Conversations each process keeps decoded (see `SqliteStore._held`).
-DECODED_CONVERSATIONS = 1024
 
-#: The table's columns, in order: a file whose table has others was written by an earlier layout.
-COLUMNS = (
+#: The table's columns, in order, as Anvil 0.4 and earlier wrote them: such a file is upgraded
+#: in place at start-up (`_create_schema`) by adding the `etag` column.
+COLUMNS_0_4 = (
     "key",
     "oid",
     "tid",
@@ -60,6 +63,8 @@ COLUMNS = (
     "turn_count",
     "document",
 )
+#: The table's columns, in order: a file whose table has others was written by another layout.
+COLUMNS = (*COLUMNS_0_4, "etag")
 
 _TABLE = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -72,9 +77,16 @@ CREATE TABLE IF NOT EXISTS conversations (
     expires_at REAL NOT NULL,
     title TEXT,
     turn_count INTEGER NOT NULL,
-    document TEXT NOT NULL
+    document TEXT NOT NULL,
+    etag TEXT NOT NULL DEFAULT ''
 )
 """
+
+# Gives every row of a file written before ETags were kept a token of its own.
+_UPGRADE = (
+    "ALTER TABLE conversations ADD COLUMN etag TEXT NOT NULL DEFAULT ''",
+    "UPDATE conversations SET etag = lower(hex(randomblob(12))) WHERE etag = ''",
+)
 
 _INDEXES = (
     # A user's conversations, newest first: listings and delete_all.
@@ -84,12 +96,18 @@ _INDEXES = (
 )
 
 # Inserts, or takes over the key only when the row there has expired: one statement, so two
-# processes creating the same conversation cannot both succeed.
+# processes creating the same conversation cannot both succeed. The SELECT form carries the
+# quota: the row goes in only while the user keeps fewer live conversations than the bound
+# (-1: no bound), counted by the same statement, under the file's write lock.
 _CREATE = """
 INSERT INTO conversations (
-    key, oid, tid, conversation_id, version, updated_at, expires_at, title, turn_count, document
+    key, oid, tid, conversation_id, version, updated_at, expires_at, title, turn_count, document, etag
 )
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+SELECT :key, :oid, :tid, :conversation_id, :version, :updated_at, :expires_at, :title, :turn_count,
+    :document, :etag
+WHERE :quota < 0 OR (
+    SELECT COUNT(*) FROM conversations WHERE oid = :oid AND tid = :tid AND expires_at > :now
+) < :quota
 ON CONFLICT (key) DO UPDATE SET
     tid = excluded.tid,
     version = excluded.version,
@@ -97,20 +115,19 @@ ON CONFLICT (key) DO UPDATE SET
     expires_at = excluded.expires_at,
     title = excluded.title,
     turn_count = excluded.turn_count,
-    document = excluded.document
-WHERE conversations.expires_at <= ?
+    document = excluded.document,
+    etag = excluded.etag
+WHERE conversations.expires_at <= :now
 """
 
-# The document comes back only when it is not the version this process already holds decoded.
-_GET = """
-SELECT version, updated_at, CASE WHEN version = ? AND updated_at = ? THEN NULL ELSE document END
-FROM conversations WHERE key = ? AND expires_at > ?
-"""
+_GET = "SELECT etag, document FROM conversations WHERE key = ? AND expires_at > ?"
+
+_LIVE = "SELECT 1 FROM conversations WHERE key = ? AND expires_at > ?"
 
 _REPLACE = """
 UPDATE conversations
-SET version = ?, updated_at = ?, expires_at = ?, title = ?, turn_count = ?, document = ?
-WHERE key = ? AND version = ? AND expires_at > ?
+SET version = ?, updated_at = ?, expires_at = ?, title = ?, turn_count = ?, document = ?, etag = ?
+WHERE key = ? AND etag = ? AND expires_at > ?
 """
 
 # Newest first, ties by conversation id, continuing after the cursor's (updated_at, id). The
@@ -134,14 +151,6 @@ _DELETE_ALL = "DELETE FROM conversations WHERE oid = ? AND tid = ? RETURNING exp
 _PURGE = "DELETE FROM conversations WHERE expires_at <= ?"
 
 
-class Held(NamedTuple):
-    """A conversation this process last read or wrote, decoded (see `SqliteStore._held`)."""
-
-    conversation: Conversation
-    #: Its turns as JSON text (`codec.encode_turn`) when this process wrote it; None after a read.
-    turns: tuple[str, ...] | None
-
-
 class _Call(NamedTuple):
     """A call waiting for the worker thread, and the future its caller awaits on the loop."""
 
@@ -161,7 +170,8 @@ _Outcomes = list[_Outcome]
 class SqliteStore:
     """`ConversationStore` in a SQLite file (WAL mode). Open with `await SqliteStore.open(path)`.
 
-    The ETag of a stored conversation is its version, which every write increases by one.
+    The ETag of a stored conversation is a random token drawn anew by every write (96 bits, so
+    no two writes of any process sharing the file draw the same).
     """
 
     def __init__(self, worker: Worker, connection: sqlite3.Connection, clock: Callable[[], float]) -> None:
@@ -174,15 +184,6 @@ class SqliteStore:
         self._closed = False
         #: Set by a database error other than "busy": readiness then checks the file's pages.
         self._damaged = False
-        # The conversations this process last read or wrote, decoded, by key. A read whose row
-        # still has the same version and update time gets this value instead of the document:
-        # decoding a 50-turn document is about 35 µs, and a 2026-07-28 turn with history
-        # measured about 307 µs of CPU per call under load with this against about 335 µs
-        # without (docs/performance.md). What this process wrote also keeps its turns encoded,
-        # so the next write encodes only the new turn: 4 µs instead of 22 µs for 50 turns in
-        # process, and under load 0.88x the bare SDK's CPU per call against 0.95x.
-        # Values are frozen, so nobody can change one behind the store's back.
-        self._held: OrderedDict[str, Held] = OrderedDict()
         # Calls waiting for the worker thread, in the order they were made. The worker takes all
         # of them at once (`_run_waiting`); the lock makes taking them and adding one atomic.
         self._waiting: _Calls = []
@@ -205,48 +206,88 @@ class SqliteStore:
 
     async def get(self, oid: str, conversation_id: str) -> Stored | None:
         """The live conversation under this key and its ETag, or None when missing or expired."""
-        key = conversation_key(oid, conversation_id)
-        held = self._held.get(key)
-        known = (held.conversation.version, held.conversation.updated_at) if held else (-1, -1.0)
-        params = (*known, key, self._clock())
+        params = (conversation_key(oid, conversation_id), self._clock())
 
-        def work(db: sqlite3.Connection) -> tuple[int, float, str | None] | None:
-            row: tuple[int, float, str | None] | None = db.execute(_GET, params).fetchone()
+        def work(db: sqlite3.Connection) -> tuple[str, str] | None:
+            row: tuple[str, str] | None = db.execute(_GET, params).fetchone()
             return row
 
         row = await self._run(work)
         if row is None:
-            self._held.pop(key, None)
             return None
-        version, _, document = row
-        if document is None and held is not None:
-            self._held.move_to_end(key)
-            return Stored(held.conversation, str(version))
-        conversation = from_document(pydantic_core.from_json(str(document)))
-        self._remember(Held(conversation, None))
-        return Stored(conversation, str(version))
+        etag, document = row
+        return Stored(from_document(pydantic_core.from_json(document)), etag)
 
-    async def create(self, conversation: Conversation) -> str:
-        """Store a new conversation and return its ETag; `VersionConflict` if a live one has its key.
+    async def create(self, conversation: Conversation, *, max_conversations: int | None = None) -> str:
+        """Store a new conversation and return its ETag; `VersionConflict` if a live one has its key,
+        `QuotaFull` if its user already keeps `max_conversations` live ones.
 
         An expired conversation under the same key is replaced.
         """
-        c, now = conversation, self._clock()
-        held, document = self._encode(c)
-        params = (c.key, c.oid, c.tid, c.conversation_id, *_columns(c), document, now)
-        return await self._write(held, _CREATE, params)
+        c, now, etag = conversation, self._clock(), _new_etag()
+        quota = -1 if max_conversations is None else max_conversations
+        params = {
+            "key": c.key,
+            "oid": c.oid,
+            "tid": c.tid,
+            "conversation_id": c.conversation_id,
+            "version": c.version,
+            "updated_at": c.updated_at,
+            "expires_at": c.expires_at,
+            "title": c.title,
+            "turn_count": c.turn_count,
+            "document": _encode(c),
+            "etag": etag,
+            "quota": quota,
+            "now": now,
+        }
+        refused = (c.key, now)
+        counted = (c.oid, c.tid, now)
+
+        def create(db: sqlite3.Connection) -> int:
+            """0 when created, -1 when a live conversation has the key, else how many the user keeps."""
+            if db.execute(_CREATE, params).rowcount:
+                return 0
+            if db.execute(_LIVE, refused).fetchone() is not None:
+                return -1
+            return max(int(db.execute(_COUNT, counted).fetchone()[0]), 1)
+
+        def work(db: sqlite3.Connection) -> int:
+            # Without a quota one statement decides; with one, telling a taken key from a full
+            # quota takes a second look, inside the same transaction so both see one state.
+            if quota < 0 or db.in_transaction:
+                return create(db)
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                outcome = create(db)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return outcome
+
+        outcome = await self._write(work, now)
+        if outcome < 0:
+            raise VersionConflict(c.key)
+        if outcome > 0:
+            raise QuotaFull(outcome)
+        return etag
 
     async def replace(self, conversation: Conversation, *, if_match: str) -> str:
         """Overwrite the stored conversation if it still carries `if_match`; returns the new ETag.
 
         Raises `VersionConflict` when the stored conversation changed, expired or is gone.
         """
-        c = conversation
-        expected = _version_of(if_match)
-        if expected is None:  # not an ETag this store issued, so no stored row carries it
+        c, now, etag = conversation, self._clock(), _new_etag()
+        params = (*_columns(c), _encode(c), etag, c.key, if_match, now)
+
+        def work(db: sqlite3.Connection) -> int:
+            changed: int = db.execute(_REPLACE, params).rowcount
+            return changed
+
+        if not await self._write(work, now):
             raise VersionConflict(c.key)
-        held, document = self._encode(c)
-        return await self._write(held, _REPLACE, (*_columns(c), document, c.key, expected, self._clock()))
+        return etag
 
     async def delete(self, oid: str, conversation_id: str, *, if_match: str | None = None) -> bool:
         """Remove a conversation; True if a live one was removed (an expired one goes silently).
@@ -254,9 +295,7 @@ class SqliteStore:
         `if_match` is not needed: the one statement that deletes also reports whether the row
         was live.
         """
-        key = conversation_key(oid, conversation_id)
-        self._held.pop(key, None)
-        params = (key, self._clock())
+        params = (conversation_key(oid, conversation_id), self._clock())
 
         def work(db: sqlite3.Connection) -> bool:
             row = db.execute(_DELETE, params).fetchone()
@@ -394,47 +433,20 @@ class SqliteStore:
         outcomes = _run_together(db, writes) if len(writes) > 1 else [_run_one(db, w) for w in writes]
         return outcomes + [_run_one(db, call) for call in calls if not call.write]
 
-    def _encode(self, c: Conversation) -> tuple[Held, str]:
-        """`c` as held after writing it, and its document as JSON text."""
-        turns = _encoded_turns(c.turns, self._held.get(c.key))
-        return Held(c, turns), encode_document(c, turns)
+    async def _write(self, work: Callable[[sqlite3.Connection], int], now: float) -> int:
+        """Run one conversation write (and the purge of expired rows when due); `work`'s result."""
+        if not self._purge_due(now):
+            return await self._run(work, write=True)
 
-    async def _write(self, held: Held, statement: str, params: tuple[object, ...]) -> str:
-        """Run one guarded write of `held` (and the purge when due); its ETag, or `VersionConflict`."""
-        c, now, purge = held.conversation, self._clock(), self._purge_due()
+        def purging(db: sqlite3.Connection) -> int:
+            outcome = work(db)
+            db.execute(_PURGE, (now,))
+            return outcome
 
-        def work(db: sqlite3.Connection) -> int:
-            changed: int = db.execute(statement, params).rowcount
-            if purge:
-                db.execute(_PURGE, (now,))
-            return changed
+        return await self._run(purging, write=True)
 
-        # Remembered before the write as well as after: a read waiting beside this write then
-        # finds the version it is about to see already decoded, instead of decoding the document
-        # again (what every turn but the first does on a busy conversation).
-        self._remember(held)
-        try:
-            changed = await self._run(work, write=True)
-        except BaseException:
-            self._held.pop(c.key, None)
-            raise
-        if changed == 0:
-            self._held.pop(c.key, None)
-            raise VersionConflict(c.key)
-        # A read that ran just before the write may have put the older version back.
-        self._remember(held)
-        return str(c.version)
-
-    def _remember(self, held: Held) -> None:
-        key = held.conversation.key
-        self._held[key] = held
-        self._held.move_to_end(key)
-        if len(self._held) > DECODED_CONVERSATIONS:
-            self._held.popitem(last=False)
-
-    def _purge_due(self) -> bool:
+    def _purge_due(self, now: float) -> bool:
         # Decided on the event loop, so `_next_purge` is only ever touched there.
-        now = self._clock()
         if now < self._next_purge:
             return False
         self._next_purge = now + PURGE_INTERVAL
@@ -491,21 +503,68 @@ class StartupError(RuntimeError):
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    """The store's connection to the database at `path`, its folder and files private to this user.
+
+    Raises `StartupError` naming the cause and the path: a folder or file that cannot be created
+    or opened, a database another process keeps locked, a damaged file.
+    """
+    folder = path.parent
+    files = (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")))
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(folder)
     except OSError as error:
         raise StartupError(
-            f"the data folder {path.parent} cannot be used ({error.strerror or error}): "
-            "set ANVIL_DATA_DIR to a folder Anvil can write to"
+            f"{describe(error, 'create the data folder', folder)}: {_ANOTHER_FOLDER}"
         ) from None
+    warn_if_open(folder, *files)
+    # SQLite gives its -wal and -shm files the database's mode; creating all three first, 0600
+    # whatever the umask, does not rest on that, and shows a folder Anvil cannot write to as what
+    # it is (SQLite would call it an unusable database).
+    for file in files:
+        try:
+            private_file(file)
+        except OSError as error:
+            raise StartupError(
+                f"the data folder {folder} is not writable ({describe(error, 'create', file)}): make it "
+                f"writable by the user Anvil runs as, or {_ANOTHER_FOLDER}"
+            ) from None
+    # Asked, not tried: closing a descriptor of a file would drop the locks another connection of
+    # this process holds on it (POSIX advisory locks belong to the process, not the descriptor).
+    effective = os.access in os.supports_effective_ids
+    for file in files:
+        if not os.access(file, os.R_OK | os.W_OK, effective_ids=effective):
+            raise StartupError(
+                f"cannot open {file} to read and write it (permission denied): run Anvil as the user "
+                "who owns it, or give that user read and write access to it"
+            )
     try:
         return _open_database(path)
     except sqlite3.DatabaseError as error:
-        raise StartupError(
-            f"{path} is not a usable SQLite database ({' '.join(str(error).split())}): restore it "
-            "from a backup, or move "
-            "it away to start with no conversations"
-        ) from None
+        raise StartupError(_database_problem(path, error)) from None
+
+
+_ANOTHER_FOLDER = "set ANVIL_DATA_DIR to a folder Anvil can write to"
+
+
+def _database_problem(path: Path, error: sqlite3.DatabaseError) -> str:
+    """What SQLite's `error` opening `path` means, and what to do: only a file SQLite finds
+    damaged (or that fails the integrity check) is sent to a backup."""
+    said = " ".join(str(error).split())
+    name = getattr(error, "sqlite_errorname", None) or ""
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return (
+            f"{path} stayed locked by another process for {BUSY_TIMEOUT:g} s ({said}): stop the "
+            "process that holds it, or start again once it is done"
+        )
+    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_IOERR", "SQLITE_FULL")):
+        return (
+            f"SQLite cannot read and write {path} ({said}): check that the data folder {path.parent} "
+            "and its files are readable and writable by the user Anvil runs as, and that the disk has room"
+        )
+    return (
+        f"{path} is not a usable SQLite database ({said}): restore it from a backup, or move it away "
+        "to start with no conversations"
+    )
 
 
 def _open_database(path: Path) -> sqlite3.Connection:
@@ -539,6 +598,10 @@ def _create_schema(db: sqlite3.Connection, path: Path) -> None:
     try:
         db.execute(_TABLE)
         columns = tuple(row[1] for row in db.execute("PRAGMA table_info(conversations)"))
+        if columns == COLUMNS_0_4:
+            for statement in _UPGRADE:
+                db.execute(statement)
+            columns = COLUMNS
         if columns != COLUMNS:
             raise StartupError(
                 f"{path} holds conversations in a layout this version of Anvil does not read; "
@@ -557,26 +620,11 @@ def _columns(c: Conversation) -> tuple[int, float, float, str | None, int]:
     return c.version, c.updated_at, c.expires_at, c.title, c.turn_count
 
 
-def _encoded_turns(turns: tuple[Turn, ...], held: Held | None) -> tuple[str, ...]:
-    """`turns` as JSON text, reusing the text of those `held` already has.
-
-    A turn appended to a held conversation keeps the turns before it (the oldest may be dropped),
-    so its encoded ones are a slice of the held ones; anything else is encoded whole.
-    """
-    if held is not None and held.turns is not None and held.conversation.turns and turns:
-        before = held.conversation.turns
-        start = turns[0].number - before[0].number  # where `turns` begin among the held ones
-        kept = len(before) - start
-        # Tuples compare element by element, and the same turn object compares equal at once.
-        if 0 <= start < len(before) and turns[:kept] == before[start:]:
-            return held.turns[start:] + tuple(encode_turn(t) for t in turns[kept:])
-    return tuple(encode_turn(t) for t in turns)
+def _encode(c: Conversation) -> str:
+    """The stored document of `c`, as JSON text."""
+    return pydantic_core.to_json(to_document(c)).decode()
 
 
-def _version_of(etag: str) -> int | None:
-    """The version an ETag of this store names, or None if it is not one (`str(version)` exactly)."""
-    try:
-        version = int(etag)
-    except ValueError:
-        return None
-    return version if str(version) == etag else None
+def _new_etag() -> str:
+    """A fresh ETag: 96 random bits, so no read made before any earlier write can match it."""
+    return secrets.token_hex(12)

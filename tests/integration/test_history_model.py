@@ -1,0 +1,289 @@
+"""The model-based test of conversation history (see `support/history_model.py`): a seeded random
+schedule of asks (with and without `clientRequestId`), retries, reads, listings, deletes and
+delete-alls, with SIGKILL and a restart of a process on the way, against one and two real
+`anvil serve` processes on each store; every answer is checked against the model.
+
+Each run draws a new seed; a failure prints it, and `ANVIL_MODEL_SEED=<seed>` replays that
+schedule. `bench/history_soak.py` runs the same rounds for minutes. The checker itself is tested
+first, on histories written out by hand: it must refuse what breaks the model and accept every
+outcome that overlapping operations allow.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.cosmos import CosmosServer, run_cosmos_server
+from support.history_model import (
+    Cluster,
+    History,
+    Kind,
+    StoreName,
+    check,
+    fresh_namespace,
+    make_plan,
+    model_env,
+    model_server,
+    new_seed,
+    report,
+    run_round,
+    write_corpus,
+)
+from support.openai_server import FakeOpenAI
+
+
+@dataclass(frozen=True)
+class Setup:
+    store: StoreName
+    processes: int
+    #: SIGKILLs (each followed by a restart) in the round; the memory store would lose everything.
+    kills: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.store}-{self.processes}p"
+
+
+SETUPS = [
+    Setup("memory", 1, kills=0),
+    Setup("sqlite", 1, kills=1),
+    Setup("sqlite", 2, kills=1),
+    Setup("cosmos", 1, kills=1),
+    Setup("cosmos", 2, kills=1),
+]
+
+#: The size of a round (`bench/history_soak.py` has the same defaults, so a seed it reports
+#: replays here): enough for bursts, retries and deletes to meet on every conversation, small
+#: enough for all five setups to run in about a minute on two cores.
+WORKERS = 4
+STEPS = 20
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeOpenAI]:
+    # A model that takes 50-300 ms per request: asks are in flight long enough for the
+    # deletes and reads of other workers to land while they are answered.
+    delays = random.Random(0)
+    with model_server(lambda: delays.uniform(0.05, 0.3)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_corpus(tmp_path_factory.mktemp("history-corpus"))
+
+
+@pytest.fixture(scope="module")
+def cosmos() -> Iterator[CosmosServer]:
+    with run_cosmos_server() as server:
+        yield server
+
+
+def replay_seed() -> int | None:
+    value = os.environ.get("ANVIL_MODEL_SEED", "").strip()
+    if not value:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise pytest.UsageError(f"ANVIL_MODEL_SEED must be an integer seed, not {value!r}") from None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("setup", SETUPS, ids=lambda s: s.name)
+async def test_every_answer_fits_the_history_model(
+    setup: Setup, request: pytest.FixtureRequest, tmp_path: Path, fake: FakeOpenAI, corpus: Path
+) -> None:
+    seed = replay_seed()
+    if seed is None:
+        seed = new_seed()
+    try:
+        await run_setup(setup, seed, request, tmp_path, fake, corpus)
+    except BaseException as error:
+        # Whatever failed (a check, or a server that would not start), the seed replays it.
+        error.add_note(f"history model: {setup.name}, seed {seed} (replay with ANVIL_MODEL_SEED={seed})")
+        raise
+
+
+async def run_setup(
+    setup: Setup, seed: int, request: pytest.FixtureRequest, tmp_path: Path, fake: FakeOpenAI, corpus: Path
+) -> None:
+    env = model_env(fake, corpus)
+    if setup.store == "cosmos":
+        env.update(request.getfixturevalue("cosmos").env())
+    plan = make_plan(
+        seed,
+        namespace=fresh_namespace(),
+        processes=setup.processes,
+        workers=WORKERS,
+        steps=STEPS,
+        kills=setup.kills,
+    )
+    with Cluster(setup.store, setup.processes, tmp_path / "data", env) as cluster:
+        history = await run_round(cluster, fake, plan)
+        if history.violations:
+            pytest.fail(f"{report(history, plan, setup.name)}\n{cluster.logs()}", pytrace=False)
+        assert cluster.kills == setup.kills
+    asks = [op for op in history.ops if op.kind == "ask"]
+    # The round did what it is for: asks answered, and deletes that found something.
+    assert sum(op.fresh for op in asks) >= WORKERS * STEPS // 4
+    assert any(op.kind == "delete" and op.expected and op.body["deleted"] for op in history.ops)
+
+
+# -- the checker, on histories written out by hand (times in seconds; one user, one conversation)
+
+
+class Written:
+    """A history built op by op: `ask("a", 0, 1, turn=1)` is an ask of question "a" sent at 0 and
+    answered at 1 as turn 1."""
+
+    def __init__(self) -> None:
+        self.history = History()
+
+    def _op(self, kind: Kind, start: float, end: float, status: int | None, body: Any, **fields: Any) -> None:
+        conversation = None if kind in ("list", "delete_all") else "c"
+        self.history.new(
+            kind=kind, user="u", conversation=conversation, server=0, epoch=0, start=start, end=end,
+            status=status, body=body, **fields,
+        )  # fmt: skip
+
+    def ask(
+        self,
+        question: str,
+        start: float,
+        end: float,
+        *,
+        turn: int,
+        key: str | None = None,
+        replay: bool = False,
+    ) -> None:
+        note = f"Replayed: clientRequestId {key!r} was already answered as turn {turn}." if replay else None
+        body = {"turn": turn, "created": turn == 1, "note": note}
+        self._op("ask", start, end, 200, body, question=question, client_request_id=key)
+
+    def cut_off(self, question: str, start: float, key: str | None = None) -> None:
+        self._op(
+            "ask", start, start + 0.1, None, None, question=question, client_request_id=key, cut_off=True
+        )
+        self.history.ops[-1].bound = math.inf
+
+    def get(self, start: float, end: float, *questions: str) -> None:
+        if not questions:
+            self._op("get", start, end, 404, {"detail": "not found"})
+            return
+        turns = [{"turn": n, "question": q} for n, q in enumerate(questions, start=1)]
+        self._op("get", start, end, 200, {"turns": turns})
+
+    def delete(self, start: float, end: float, *, deleted: bool = True) -> None:
+        self._op("delete", start, end, 200, {"deleted": deleted})
+
+    def problems(self) -> list[str]:
+        return check(self.history)
+
+
+def test_the_checker_accepts_turns_kept_and_deleted_in_order() -> None:
+    h = Written()
+    h.ask("a", 0, 1, turn=1)
+    h.ask("b", 2, 3, turn=2, key="k")
+    h.ask("b", 4, 5, turn=2, key="k", replay=True)
+    h.get(6, 7, "a", "b")
+    h.delete(8, 9)
+    h.get(10, 11)
+    h.ask("c", 12, 13, turn=1)
+    h.get(14, 15, "c")
+    assert h.problems() == []
+
+
+def test_the_checker_refuses_a_deleted_turn_that_comes_back() -> None:
+    h = Written()
+    h.ask("a", 0, 1, turn=1)
+    h.delete(2, 3)
+    h.ask("b", 4, 5, turn=1)
+    h.get(6, 7, "a", "b")
+    assert any("'a' is back" in p for p in h.problems())
+
+
+def test_the_checker_refuses_an_acknowledged_turn_that_is_lost() -> None:
+    h = Written()
+    h.ask("a", 0, 1, turn=1)
+    h.ask("b", 0.5, 2, turn=2)
+    h.get(3, 4, "a")
+    assert any("turn 2 of 'b' is missing" in p for p in h.problems())
+
+
+def test_the_checker_refuses_a_replay_that_adds_a_turn() -> None:
+    h = Written()
+    h.ask("a", 0, 1, turn=1, key="k")
+    h.ask("a", 0.5, 2, turn=2, key="k")
+    assert any("the same clientRequestId added two turns" in p for p in h.problems())
+
+
+def test_the_checker_refuses_a_question_twice_and_a_gap_in_the_numbers() -> None:
+    h = Written()
+    h.ask("a", 0, 1, turn=1)
+    h.ask("b", 1, 2, turn=2)
+    h.get(3, 4, "a", "a")
+    h.get(5, 6, "a", "b")
+    h.history.ops[-1].body["turns"][1]["turn"] = 3
+    problems = h.problems()
+    assert any("appears twice" in p for p in problems)
+    assert any("must number 1..2 with no gap" in p for p in problems)
+
+
+def test_the_checker_refuses_a_delete_that_misses_an_acknowledged_turn() -> None:
+    h = Written()
+    h.ask("a", 0, 1, turn=1)
+    h.delete(2, 3, deleted=False)
+    assert any("turn 1 of 'a' is missing" in p for p in h.problems())
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_an_ask_overlapping_a_delete_may_be_kept_or_gone(kept: bool) -> None:
+    h = Written()
+    h.ask("old", 0, 1, turn=1)
+    # Answered as turn 2 of the old conversation (so written before the delete), or as turn 1 of
+    # a new one (written after it, so kept).
+    h.ask("new", 2, 10, turn=1 if kept else 2)
+    h.delete(3, 4)
+    h.get(11, 12, *(["new"] if kept else []))
+    assert h.problems() == []
+
+
+def test_the_order_search_refuses_a_new_conversation_lost_after_the_delete() -> None:
+    h = Written()
+    h.ask("old", 0, 1, turn=1)
+    # Turn 1 while "old" was there until the delete: so written after the delete, and must stay.
+    # The rules alone cannot tell (the ask overlaps the delete); the order search can.
+    h.ask("new", 2, 10, turn=1)
+    h.delete(3, 4)
+    h.get(11, 12)
+    problems = h.problems()
+    assert len(problems) == 1 and "no order of its operations" in problems[0], problems
+
+
+@pytest.mark.parametrize("seen", [(), ("a",)])
+def test_an_ask_cut_off_by_a_kill_may_be_kept_or_not(seen: tuple[str, ...]) -> None:
+    h = Written()
+    h.cut_off("a", 0, key="k")
+    h.get(1, 2, *seen)
+    assert h.problems() == []
+
+
+def test_an_ask_cut_off_and_retried_is_kept_at_most_once() -> None:
+    h = Written()
+    h.cut_off("a", 0, key="k")
+    h.ask("a", 1, 2, turn=1, key="k", replay=True)
+    h.get(3, 4, "a")
+    assert h.problems() == []
+    twice = Written()
+    twice.cut_off("a", 0, key="k")
+    twice.ask("a", 1, 2, turn=2, key="k")
+    twice.get(3, 4, "a", "a")
+    assert twice.problems() != []
