@@ -15,8 +15,10 @@ from pathlib import Path
 import pydantic_core
 import pytest
 
+from app.adapters.stores import decoded as decoded_module
 from app.adapters.stores import sqlite as sqlite_module
 from app.adapters.stores.codec import to_document
+from app.adapters.stores.decoded import Decoded
 from app.adapters.stores.sqlite import SqliteStore
 from app.domain.conversation import Conversation, Turn
 from app.errors import Unavailable
@@ -702,3 +704,127 @@ async def test_a_call_waiting_when_the_worker_stops_is_refused_not_left_waiting(
     with pytest.raises(RuntimeError, match="closed"):
         await waiting
     closing_store._connection.close()
+
+
+# --- conversations kept decoded, by ETag ----------------------------------------------------
+
+
+async def test_a_row_unchanged_since_this_process_wrote_it_is_not_decoded_again(
+    store: SqliteStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decodes = count_decodes(monkeypatch)
+    written = conversation(clock, version=3)
+    etag = await store.create(written)
+    assert await store.get("oid-1", "conv-1") == Stored(written, etag)
+    assert decodes == []
+
+
+async def test_the_decoded_conversations_are_bounded(
+    store: SqliteStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "_decoded", Decoded(capacity=3))
+    for n in range(5):
+        await store.create(conversation(clock, f"c-{n}"))
+    decodes = count_decodes(monkeypatch)
+    for n in reversed(range(5)):
+        assert await store.get("oid-1", f"c-{n}") is not None
+    assert len(decodes) == 2  # the two written first were forgotten
+
+
+async def test_a_read_waiting_beside_a_write_sees_it_without_decoding_the_document(
+    store: SqliteStore, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = conversation(clock)
+    etag = await store.create(first)
+    decodes = count_decodes(monkeypatch)
+    second = conversation(clock, version=2)
+    written, read = await asyncio.gather(store.replace(second, if_match=etag), store.get("oid-1", "conv-1"))
+    assert read == Stored(second, written)
+    assert decodes == []
+
+
+# --- turns kept encoded -------------------------------------------------------------------------
+
+
+def count_encoded_turns(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    encoded: list[int] = []
+    original = decoded_module.encode_turn
+
+    def counting(turn: Turn) -> str:
+        encoded.append(turn.number)
+        return original(turn)
+
+    monkeypatch.setattr(decoded_module, "encode_turn", counting)
+    return encoded
+
+
+def stored_document(path: Path) -> object:
+    with raw(path) as db:
+        return json.loads(db.execute("SELECT document FROM conversations").fetchone()[0])
+
+
+async def test_a_turn_appended_to_what_this_process_wrote_is_the_only_turn_encoded(
+    store: SqliteStore, path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded = count_encoded_turns(monkeypatch)
+    current = conversation(clock, version=3)
+    etag = await store.create(current)
+    assert encoded == [1, 2, 3]
+    for number in (4, 5, 6):
+        encoded.clear()
+        clock.now += 1
+        turn = Turn(number, f"q{number} ✓", f"a{number}", clock.now, "rid", "digest", 10, 20)
+        following = current.with_turn(turn, now=clock.now, ttl_seconds=TTL, max_turns=4, max_bytes=10_000)
+        etag = await store.replace(following, if_match=etag)
+        assert encoded == [number]
+        assert stored_document(path) == to_document(following)
+        current = following
+    assert [t.number for t in current.turns] == [3, 4, 5, 6]  # the oldest ones were dropped
+
+
+async def test_turns_are_encoded_whole_when_they_are_not_the_ones_held(
+    store: SqliteStore, path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    etag = await store.create(conversation(clock, version=2))
+    encoded = count_encoded_turns(monkeypatch)
+    # The same turn numbers with other text: a replace may store anything.
+    rewritten = conversation(
+        clock, version=3, turns=(Turn(1, "other", "text", 1.0), Turn(2, "q2", "a2", clock.now))
+    )
+    await store.replace(rewritten, if_match=etag)
+    assert encoded == [1, 2]
+    assert stored_document(path) == to_document(rewritten)
+
+
+async def test_after_another_process_writes_the_next_write_encodes_every_turn(
+    store: SqliteStore, path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = await SqliteStore.open(path, clock)
+    try:
+        etag = await store.create(conversation(clock))
+        theirs = conversation(clock, version=2)
+        await other.replace(theirs, if_match=etag)
+        stored = await store.get("oid-1", "conv-1")
+        assert stored == StoredAs(theirs)
+        encoded = count_encoded_turns(monkeypatch)
+        ours = conversation(clock, version=3)
+        await store.replace(ours, if_match=stored.etag)
+        assert encoded == [1, 2, 3]
+        assert stored_document(path) == to_document(ours)
+    finally:
+        await other.aclose()
+
+
+async def test_a_conversation_deleted_and_created_again_elsewhere_at_the_same_instant_is_read_anew(
+    store: SqliteStore, path: Path, clock: Clock
+) -> None:
+    # Same key, version and update time: only the ETag tells the new row from the one held.
+    other = await SqliteStore.open(path, clock)
+    try:
+        await store.create(conversation(clock, title="old"))
+        assert await store.get("oid-1", "conv-1") == StoredAs(conversation(clock, title="old"))
+        assert await other.delete("oid-1", "conv-1") is True
+        await other.create(conversation(clock, title="new"))
+        assert await store.get("oid-1", "conv-1") == StoredAs(conversation(clock, title="new"))
+    finally:
+        await other.aclose()

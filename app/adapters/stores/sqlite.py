@@ -4,8 +4,9 @@ Each conversation is one row: the JSON document of `codec.to_document`, beside t
 that statements filter, sort or list on, and its ETag: a random token each write draws anew, so
 a token read before a delete never matches the conversation created again after it. Every write
 is guarded by the stored ETag and expiry in one statement (a creation under a quota, in one
-transaction), so a write is atomic for every process sharing the file. Reads decode what they
-read: nothing decoded is kept between calls, so no call can find another's half-done. The stdlib
+transaction), so a write is atomic for every process sharing the file. What this process last
+read or wrote of a conversation is kept decoded under its ETag (`decoded.py`), which is the truth
+about that ETag for ever, since ETags never repeat. The stdlib
 `sqlite3` module blocks, so the calls run on a worker thread of the store's own (`worker.py`),
 one at a time on the store's one connection; calls made while the thread is busy wait for it
 together and are then run in one go, their writes in one transaction (`SqliteStore._run`).
@@ -27,8 +28,9 @@ from typing import Any, NamedTuple, TypeVar
 
 import pydantic_core
 
-from app.adapters.stores.codec import from_document, to_document
+from app.adapters.stores.codec import from_document
 from app.adapters.stores.cursor import decode_cursor, encode_cursor
+from app.adapters.stores.decoded import Decoded, Held
 from app.adapters.stores.worker import Worker
 from app.domain.conversation import (
     Conversation,
@@ -120,7 +122,11 @@ ON CONFLICT (key) DO UPDATE SET
 WHERE conversations.expires_at <= :now
 """
 
-_GET = "SELECT etag, document FROM conversations WHERE key = ? AND expires_at > ?"
+# The document comes back only when the row no longer carries the ETag this process holds decoded.
+_GET = """
+SELECT etag, CASE WHEN etag = ? THEN NULL ELSE document END
+FROM conversations WHERE key = ? AND expires_at > ?
+"""
 
 _LIVE = "SELECT 1 FROM conversations WHERE key = ? AND expires_at > ?"
 
@@ -184,6 +190,8 @@ class SqliteStore:
         self._closed = False
         #: Set by a database error other than "busy": readiness then checks the file's pages.
         self._damaged = False
+        #: Only touched on the event loop, never across an await (see `decoded.py`).
+        self._decoded = Decoded()
         # Calls waiting for the worker thread, in the order they were made. The worker takes all
         # of them at once (`_run_waiting`); the lock makes taking them and adding one atomic.
         self._waiting: _Calls = []
@@ -205,18 +213,27 @@ class SqliteStore:
         return cls(worker, connection, clock)
 
     async def get(self, oid: str, conversation_id: str) -> Stored | None:
-        """The live conversation under this key and its ETag, or None when missing or expired."""
-        params = (conversation_key(oid, conversation_id), self._clock())
+        """The live conversation under this key and its ETag, or None when missing or expired.
 
-        def work(db: sqlite3.Connection) -> tuple[str, str] | None:
-            row: tuple[str, str] | None = db.execute(_GET, params).fetchone()
+        The document is read and decoded only when the row's ETag is not the one held decoded.
+        """
+        key = conversation_key(oid, conversation_id)
+        held = self._decoded.get(key)
+        params = (held.etag if held is not None else "", key, self._clock())
+
+        def work(db: sqlite3.Connection) -> tuple[str, str | None] | None:
+            row: tuple[str, str | None] | None = db.execute(_GET, params).fetchone()
             return row
 
         row = await self._run(work)
         if row is None:
             return None
         etag, document = row
-        return Stored(from_document(pydantic_core.from_json(document)), etag)
+        if document is None and held is not None:  # the row still carries the held ETag
+            return Stored(held.conversation, etag)
+        conversation = from_document(pydantic_core.from_json(str(document)))
+        self._decoded.remember(key, Held(etag, conversation, None))
+        return Stored(conversation, etag)
 
     async def create(self, conversation: Conversation, *, max_conversations: int | None = None) -> str:
         """Store a new conversation and return its ETag; `VersionConflict` if a live one has its key,
@@ -225,6 +242,7 @@ class SqliteStore:
         An expired conversation under the same key is replaced.
         """
         c, now, etag = conversation, self._clock(), _new_etag()
+        turns, document = self._decoded.encode(c)
         quota = -1 if max_conversations is None else max_conversations
         params = {
             "key": c.key,
@@ -236,7 +254,7 @@ class SqliteStore:
             "expires_at": c.expires_at,
             "title": c.title,
             "turn_count": c.turn_count,
-            "document": _encode(c),
+            "document": document,
             "etag": etag,
             "quota": quota,
             "now": now,
@@ -266,7 +284,7 @@ class SqliteStore:
             db.execute("COMMIT")
             return outcome
 
-        outcome = await self._write(work, now)
+        outcome = await self._write(Held(etag, c, turns), work, now)
         if outcome < 0:
             raise VersionConflict(c.key)
         if outcome > 0:
@@ -279,13 +297,14 @@ class SqliteStore:
         Raises `VersionConflict` when the stored conversation changed, expired or is gone.
         """
         c, now, etag = conversation, self._clock(), _new_etag()
-        params = (*_columns(c), _encode(c), etag, c.key, if_match, now)
+        turns, document = self._decoded.encode(c)
+        params = (*_columns(c), document, etag, c.key, if_match, now)
 
         def work(db: sqlite3.Connection) -> int:
             changed: int = db.execute(_REPLACE, params).rowcount
             return changed
 
-        if not await self._write(work, now):
+        if not await self._write(Held(etag, c, turns), work, now):
             raise VersionConflict(c.key)
         return etag
 
@@ -295,13 +314,18 @@ class SqliteStore:
         `if_match` is not needed: the one statement that deletes also reports whether the row
         was live.
         """
-        params = (conversation_key(oid, conversation_id), self._clock())
+        key = conversation_key(oid, conversation_id)
+        params = (key, self._clock())
 
         def work(db: sqlite3.Connection) -> bool:
             row = db.execute(_DELETE, params).fetchone()
             return row is not None and bool(row[0])
 
-        return await self._run(work)
+        try:
+            return await self._run(work)
+        finally:
+            # Not needed to be right (no later row can carry a held ETag), only to free memory.
+            self._decoded.forget(key)
 
     async def list(self, oid: str, tid: str, *, limit: int, cursor: str | None = None) -> ConversationPage:
         """The user's live conversations in tenant `tid`, newest first, one page of at most `limit`.
@@ -328,7 +352,10 @@ class SqliteStore:
         def work(db: sqlite3.Connection) -> int:
             return sum(bool(live) for (live,) in db.execute(_DELETE_ALL, params).fetchall())
 
-        return await self._run(work)
+        try:
+            return await self._run(work)
+        finally:
+            self._decoded.forget_where(conversation_key(oid, ""))
 
     async def count(self, oid: str, tid: str) -> int:
         """How many live conversations the user has in the tenant (one indexed query)."""
@@ -433,17 +460,29 @@ class SqliteStore:
         outcomes = _run_together(db, writes) if len(writes) > 1 else [_run_one(db, w) for w in writes]
         return outcomes + [_run_one(db, call) for call in calls if not call.write]
 
-    async def _write(self, work: Callable[[sqlite3.Connection], int], now: float) -> int:
-        """Run one conversation write (and the purge of expired rows when due); `work`'s result."""
-        if not self._purge_due(now):
-            return await self._run(work, write=True)
+    async def _write(self, held: Held, work: Callable[[sqlite3.Connection], int], now: float) -> int:
+        """Run one conversation write of `held` (and the purge of expired rows when due);
+        `work`'s result.
 
-        def purging(db: sqlite3.Connection) -> int:
-            outcome = work(db)
-            db.execute(_PURGE, (now,))
-            return outcome
+        `held` is remembered before the write as well as after it: a read waiting beside the
+        write then finds the ETag it is about to see already decoded. Should the write not land,
+        the entry names an ETag no row will ever carry, which costs the next read a decode.
+        """
+        key = held.conversation.key
+        self._decoded.remember(key, held)
+        if self._purge_due(now):
 
-        return await self._run(purging, write=True)
+            def purging(db: sqlite3.Connection) -> int:
+                outcome = work(db)
+                db.execute(_PURGE, (now,))
+                return outcome
+
+            outcome = await self._run(purging, write=True)
+        else:
+            outcome = await self._run(work, write=True)
+        # A read that ran just before the write may have put an older value in its place.
+        self._decoded.remember(key, held)
+        return outcome
 
     def _purge_due(self, now: float) -> bool:
         # Decided on the event loop, so `_next_purge` is only ever touched there.
@@ -618,11 +657,6 @@ def _create_schema(db: sqlite3.Connection, path: Path) -> None:
 def _columns(c: Conversation) -> tuple[int, float, float, str | None, int]:
     """The values a write sets besides the document: version, updated_at, expires_at, title, turn_count."""
     return c.version, c.updated_at, c.expires_at, c.title, c.turn_count
-
-
-def _encode(c: Conversation) -> str:
-    """The stored document of `c`, as JSON text."""
-    return pydantic_core.to_json(to_document(c)).decode()
 
 
 def _new_etag() -> str:
