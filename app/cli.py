@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from app import __version__
 
 if TYPE_CHECKING:
-    from app.login import Account, UserSignIn
+    from app.client.login import Account, UserSignIn
     from app.settings import Settings
 
 #: Variables the command line reads for itself (`anvil ask`), not server settings: exporting
@@ -76,12 +76,12 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     settings = _settings(host=args.host, port=args.port)
-    from app.observability import configure_logging
+    from app.telemetry.logs import configure_logging
 
     configure_logging(settings)
-    from app.api.frontdoor import front_door
+    from app.http.frontdoor import front_door
     from app.main import create_app
-    from app.telemetry import TelemetryError
+    from app.telemetry.setup import TelemetryError
 
     try:
         api = create_app(settings)
@@ -146,8 +146,8 @@ def token(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from app.adapters.auth.dev import DEV_SCOPE, KEY_FILE_NAME, user_oid
-    from app.tokens import dev_issuer
+    from app.auth.dev import DEV_SCOPE, KEY_FILE_NAME, user_oid
+    from app.client.tokens import dev_issuer
 
     data_dir = settings.data_dir.resolve()
     created = not (data_dir / KEY_FILE_NAME).exists()
@@ -171,9 +171,9 @@ def token(args: argparse.Namespace) -> int:
 
 def ask(args: argparse.Namespace) -> int:
     """Ask the server a question over REST and print the answer with its sources."""
-    from app.client import EXIT_SIGN_IN_REFUSED, ClientError
-    from app.client import ask as ask_server
-    from app.tokens import SignInProblem, choose
+    from app.client.rest import EXIT_SIGN_IN_REFUSED, ClientError
+    from app.client.rest import ask as ask_server
+    from app.client.tokens import SignInProblem, choose
 
     try:
         choice = choose(args.url, args.token, _settings)
@@ -212,8 +212,8 @@ def bridge(args: argparse.Namespace) -> int:
     """Serve MCP on stdin/stdout for a host, forwarding every request to the server at `--url`."""
     import anyio
 
-    from app.bridge import BridgeError, mcp_endpoint, serve_stdio
-    from app.tokens import SignInProblem, choose
+    from app.client.bridge import BridgeError, mcp_endpoint, serve_stdio
+    from app.client.tokens import SignInProblem, choose
 
     url = mcp_endpoint(args.url)
     try:
@@ -237,8 +237,8 @@ def _signed_in(sign_in: UserSignIn) -> None:
     """Make sure `sign_in` holds a working token, signing the user in when it does not (in a web
     browser where one can be opened, else with a device code shown on stderr); `SignInProblem`
     when that fails."""
-    from app.login import SignInError, SignInRequired
-    from app.tokens import SignInProblem
+    from app.client.login import SignInError, SignInRequired
+    from app.client.tokens import SignInProblem
 
     try:
         sign_in.token()
@@ -257,7 +257,7 @@ def _signed_in(sign_in: UserSignIn) -> None:
 def _sign_in(sign_in: UserSignIn, *, device_code: bool, prefix: str = "") -> Account:
     """Sign the user in: in a web browser where one can be opened (unless `device_code`), else with
     the device code flow, its instructions on stderr."""
-    from app.login import browser_available
+    from app.client.login import browser_available
 
     if not device_code and browser_available():
         print(f"{prefix}signing in in your web browser...", file=sys.stderr, flush=True)
@@ -296,9 +296,9 @@ def logout(args: argparse.Namespace) -> int:
 def _with_user_sign_in(url: str, action: Callable[[UserSignIn], int]) -> int:
     """Run `action` with the user's sign-in to the server at `url`; its exit code, or a one-line
     reason on stderr and the exit code for it when the server cannot be asked or sign-in fails."""
-    from app.client import EXIT_SIGN_IN_REFUSED
-    from app.login import SignInError
-    from app.tokens import SignInProblem, sign_in_for
+    from app.client.login import SignInError
+    from app.client.rest import EXIT_SIGN_IN_REFUSED
+    from app.client.tokens import SignInProblem, sign_in_for
 
     try:
         sign_in = sign_in_for(url)
@@ -336,7 +336,7 @@ def openapi(args: argparse.Namespace) -> int:
     settings = _settings()
     document = create_app(settings).openapi()
     if args.openapi_version == "3.0":
-        from app.api.openapi30 import CLIENT_ID_PLACEHOLDER, TENANT_ID_PLACEHOLDER, entra_scheme, openapi_30
+        from app.rest.openapi30 import CLIENT_ID_PLACEHOLDER, TENANT_ID_PLACEHOLDER, entra_scheme, openapi_30
 
         if settings.auth_mode != "entra":
             print(
@@ -373,7 +373,7 @@ def _server_url(value: str) -> str:
 
 def _ttl(value: str) -> int:
     """argparse type: a token lifetime in whole seconds, from 1 second to 30 days."""
-    from app.adapters.auth.dev import MAX_TTL_SECONDS
+    from app.auth.dev import MAX_TTL_SECONDS
 
     try:
         seconds = int(value)

@@ -20,22 +20,22 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import app
-from app.adapters.auth.setup import open_auth, protected_resource_metadata
-from app.api.access import RequestTelemetry
-from app.api.guard import MCP_PATH, BodyGuard, RequestGuard
-from app.api.mcp import build_mcp_server, mcp_endpoint, session_manager
-from app.api.problems import install_problem_handlers
-from app.api.ratelimit import RateLimit
-from app.api.rest import WELL_KNOWN, add_routes, build_openapi
-from app.api.signin import BearerAuthMiddleware
+from app.auth.setup import open_auth, protected_resource_metadata
 from app.domain.ask import AskService, HistoryLimits
 from app.domain.lifecycle import ConversationService
+from app.domain.ports import AnswerEngine, ConversationStore
 from app.domain.turn_queue import TurnQueue
-from app.ports import AnswerEngine, ConversationStore
-from app.runtime import Runtime
+from app.http.guard import MCP_PATH, BodyGuard, RequestGuard
+from app.http.problems import install_problem_handlers
+from app.http.ratelimit import RateLimit
+from app.http.signin import BearerAuthMiddleware
+from app.lifespan import Runtime
+from app.mcp_server.server import build_mcp_server, mcp_endpoint, session_manager
+from app.rest.routes import WELL_KNOWN, add_routes, build_openapi
 from app.settings import Settings
-from app.telemetry import Telemetry, TracedEngine, TracedStore
-from app.telemetry import start as start_telemetry
+from app.telemetry.http import RequestTelemetry
+from app.telemetry.setup import Telemetry, TracedEngine, TracedStore
+from app.telemetry.setup import start as start_telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +43,14 @@ logger = logging.getLogger(__name__)
 async def open_store(settings: Settings) -> ConversationStore:
     """The configured conversation store, opened."""
     if settings.store == "memory":
-        from app.adapters.stores.memory import MemoryStore
+        from app.stores.memory import MemoryStore
 
         return MemoryStore()
     if settings.store == "cosmos":
-        from app.adapters.stores.cosmos import CosmosStore
+        from app.stores.cosmos import CosmosStore
 
         return await CosmosStore.open(settings)
-    from app.adapters.stores.sqlite import SqliteStore
+    from app.stores.sqlite import SqliteStore
 
     return await SqliteStore.open(settings.data_dir / "conversations.sqlite3")
 
@@ -189,7 +189,7 @@ def create_app(settings: Settings | None = None, *, telemetry: Telemetry | None 
     size, the protocol version), then the routes: `/mcp` (the MCP endpoint) and the
     REST routes generated from the same operations.
 
-    Telemetry starts from the environment (`app.telemetry.start`) unless `telemetry` is given.
+    Telemetry starts from the environment (`app.telemetry.setup.start`) unless `telemetry` is given.
     """
     settings = settings or Settings()
     # Before the MCP server is built: with a tracer provider configured, it keeps the SDK's spans.

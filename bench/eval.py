@@ -71,7 +71,7 @@ def anvil_command() -> list[str]:
 def mint_token(data_dir: Path) -> str:
     """A dev token for the servers that share `data_dir`."""
     sys.path.insert(0, str(ROOT))
-    from app.adapters.auth.dev import DevIssuer
+    from app.auth.dev import DevIssuer
 
     return DevIssuer.load_or_create(data_dir).mint("eval")
 

@@ -55,7 +55,7 @@ resource "azurerm_cosmosdb_sql_container" "conversations" {
   default_ttl = 2592000
 
   # The same policy Anvil sets when it creates the container itself (INDEXING_POLICY in
-  # app/adapters/stores/cosmos.py): only the fields queries filter or sort on, never the turns,
+  # app/stores/cosmos.py): only the fields queries filter or sort on, never the turns,
   # because every indexed path adds to the cost of a write.
   indexing_policy {
     indexing_mode = "consistent"

@@ -24,11 +24,7 @@ from app.domain.conversation import (
     conversation_key,
     is_valid_conversation_id,
 )
-from app.domain.principal import Principal
-from app.domain.quota import ensure_room, quota_exceeded
-from app.domain.turn_queue import TurnQueue
-from app.errors import Conflict, InvalidInput, NotFound, Unavailable
-from app.ports import (
+from app.domain.ports import (
     Answer,
     AnswerEngine,
     ConversationStore,
@@ -40,6 +36,10 @@ from app.ports import (
     Usage,
     VersionConflict,
 )
+from app.domain.principal import Principal
+from app.domain.quota import ensure_room, quota_exceeded
+from app.domain.turn_queue import TurnQueue
+from app.errors import Conflict, InvalidInput, NotFound, Unavailable
 
 #: A write that keeps losing races gives up after this many attempts (each loss means another
 #: turn landed, so the conversation is making progress).

@@ -20,11 +20,11 @@ from app.domain.conversation import (
     conversation_key,
     is_valid_conversation_id,
 )
+from app.domain.ports import ConversationStore, InvalidCursor, QuotaFull, VersionConflict
 from app.domain.principal import Principal
 from app.domain.quota import ensure_room, quota_exceeded
 from app.domain.turn_queue import TurnQueue
 from app.errors import Conflict, InvalidInput, NotFound, SignInRequired
-from app.ports import ConversationStore, InvalidCursor, QuotaFull, VersionConflict
 
 MAX_TITLE_CHARS = 200
 MAX_LIST_LIMIT = 100

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from app.domain.ports import ConversationStore
 from app.errors import QuotaExceeded
-from app.ports import ConversationStore
 
 
 async def ensure_room(store: ConversationStore, oid: str, tid: str, limit: int | None) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from app.domain.conversation import conversation_key
-from app.ports import Stored
+from app.domain.ports import Stored
 
 
 class Turns:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from app.ports import ConversationStore, QuotaFull, VersionConflict
+from app.domain.ports import ConversationStore, QuotaFull, VersionConflict
 
 from .store_contract import FakeClock, make_conversation, next_version
 

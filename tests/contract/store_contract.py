@@ -14,7 +14,7 @@ import pytest
 from support.stores import read
 
 from app.domain.conversation import Conversation, Turn
-from app.ports import ConversationStore, VersionConflict
+from app.domain.ports import ConversationStore, VersionConflict
 
 TTL = 3600.0
 
@@ -267,7 +267,7 @@ class StoreContract:
         assert summary.turns == 5
 
     async def test_list_refuses_a_foreign_cursor(self, store: ConversationStore) -> None:
-        from app.ports import InvalidCursor
+        from app.domain.ports import InvalidCursor
 
         with pytest.raises(InvalidCursor):
             await store.list("oid-1", "tenant-1", limit=5, cursor="not-a-cursor-we-issued")

@@ -18,14 +18,14 @@ from support.cosmos import CosmosServer, run_cosmos_server
 from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
-from app.adapters.stores.cosmos import CosmosStore
-from app.adapters.stores.memory import MemoryStore
-from app.adapters.stores.sqlite import SqliteStore
 from app.domain.ask import AskRequest, AskService, HistoryLimits
 from app.domain.lifecycle import ConversationService
+from app.domain.ports import ConversationStore
 from app.domain.principal import Principal
 from app.errors import Conflict, InvalidInput, NotFound, SignInRequired
-from app.ports import ConversationStore
+from app.stores.cosmos import CosmosStore
+from app.stores.memory import MemoryStore
+from app.stores.sqlite import SqliteStore
 
 from .store_contract import FakeClock
 from .test_cosmos_store import cosmos_settings

@@ -12,9 +12,9 @@ import pytest
 from pydantic import SecretStr
 from support.cosmos import CosmosServer, run_cosmos_server
 
-from app.adapters.stores.cosmos import CosmosStore
-from app.ports import ConversationStore
+from app.domain.ports import ConversationStore
 from app.settings import Settings
+from app.stores.cosmos import CosmosStore
 
 from .quota_contract import QuotaContract
 from .store_contract import FakeClock, StoreContract, make_conversation, next_version
@@ -180,7 +180,7 @@ async def test_traced_operations_carry_the_request_charge_cosmos_reports(cosmos_
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from app.telemetry import Telemetry, TracedStore
+    from app.telemetry.setup import Telemetry, TracedStore
 
     spans, metrics = InMemorySpanExporter(), InMemoryMetricReader()
     tracer_provider = TracerProvider()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.adapters.stores.memory import MemoryStore
-from app.adapters.stores.sqlite import SqliteStore
-from app.ports import ConversationStore
+from app.domain.ports import ConversationStore
+from app.stores.memory import MemoryStore
+from app.stores.sqlite import SqliteStore
 
 from .quota_contract import QuotaContract
 from .store_contract import FakeClock, StoreContract

@@ -30,7 +30,7 @@ from support.anvil_server import free_port, stop, wait_until_ready
 from support.cosmos import run_cosmos_server
 
 from app import __version__
-from app.adapters.auth.dev import DevIssuer
+from app.auth.dev import DevIssuer
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCK = ROOT / "requirements.lock"

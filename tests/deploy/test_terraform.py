@@ -1,7 +1,7 @@
 """The Terraform in terraform/ parses, is formatted, refers only to what it declares, and matches
 what Anvil expects of Azure.
 
-The Cosmos DB container is compared with `app/adapters/stores/cosmos.py`, the Container App's
+The Cosmos DB container is compared with `app/stores/cosmos.py`, the Container App's
 settings with `app.settings.Settings` (and must pass its start-up checks), the probes with the
 routes Anvil serves. Entra ID and GitHub are in test_terraform_entra.py, the gateway in
 test_terraform_gateway.py and test_policies.py, provider schemas in test_terraform_schema.py.
@@ -31,8 +31,8 @@ from terraform_config import (
     resource,
 )
 
-from app.adapters.stores.cosmos import INDEXING_POLICY
 from app.settings import Settings
+from app.stores.cosmos import INDEXING_POLICY
 
 SETTINGS = {"ANVIL_" + name.upper() for name in Settings.model_fields}
 DATA_CONTRIBUTOR = "00000000-0000-0000-0000-000000000002"

@@ -20,8 +20,8 @@ import pytest
 from openapi_spec_validator import validate
 from terraform_config import TERRAFORM, configuration, locals_, one, resource
 
-from app.api.rest import WELL_KNOWN
 from app.main import create_app
+from app.rest.routes import WELL_KNOWN
 from app.settings import Settings
 
 OPENAPI = TERRAFORM / "openapi.json"

@@ -105,7 +105,7 @@ async def test_two_asks_with_one_conversation_id_continue_it(dev_server: AnvilSe
 
 
 def _local_user() -> str:
-    from app.tokens import local_user
+    from app.client.tokens import local_user
 
     return local_user()
 

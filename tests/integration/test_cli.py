@@ -17,7 +17,7 @@ import pytest
 from support.anvil_server import AnvilServer, anvil_command, free_port
 
 from app import __version__
-from app.adapters.auth.dev import KEY_FILE_NAME
+from app.auth.dev import KEY_FILE_NAME
 
 RUN_TIMEOUT = 60
 ENVELOPE_KEYS = {"answer", "conversationId", "note", "created", "turn", "condensed", "sources", "usage"}

@@ -14,7 +14,7 @@ import jwt
 import pytest
 from support.anvil_server import AnvilServer, anvil_command, free_port, run_anvil
 
-from app.adapters.auth.dev import KEY_FILE_NAME, MAX_TTL_SECONDS, DevIssuer
+from app.auth.dev import KEY_FILE_NAME, MAX_TTL_SECONDS, DevIssuer
 
 RUN_TIMEOUT = 60
 THIRTY_DAYS = 30 * 24 * 3600

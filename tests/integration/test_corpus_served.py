@@ -15,7 +15,7 @@ from support.anvil_server import AnvilServer, run_anvil
 from support.file_modes import bound_by_file_modes
 
 from app.adapters.engines.retrieval import NO_MATCH_ANSWER
-from app.api.health import EMPTY_CORPUS
+from app.http.health import EMPTY_CORPUS
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="symbolic links and file modes as POSIX has them")
 

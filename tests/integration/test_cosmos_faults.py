@@ -15,11 +15,11 @@ from support.cosmos import CosmosServer, run_cosmos_server
 from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
-from app.adapters.stores.cosmos import CosmosStore
 from app.domain.ask import AskRequest, AskService
 from app.domain.principal import Principal
 from app.errors import Unavailable
 from app.settings import Settings
+from app.stores.cosmos import CosmosStore
 
 pytestmark = pytest.mark.anyio
 

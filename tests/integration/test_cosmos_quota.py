@@ -21,10 +21,10 @@ import pytest
 from pydantic import SecretStr
 from support.cosmos import CosmosServer, run_cosmos_server
 
-from app.adapters.stores.cosmos import CosmosStore
 from app.domain.conversation import Conversation, Turn
-from app.ports import QuotaFull
+from app.domain.ports import QuotaFull
 from app.settings import Settings
+from app.stores.cosmos import CosmosStore
 
 OID, TID = "oid-quota", "tenant-quota"
 QUOTA_ID = f"quota:{OID}:{TID}"

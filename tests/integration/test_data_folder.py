@@ -18,7 +18,7 @@ import pytest
 from support.anvil_server import AnvilServer, anvil_command, free_port, stop, wait_until_ready
 from support.file_modes import bound_by_file_modes
 
-from app.adapters.auth.dev import KEY_FILE_NAME
+from app.auth.dev import KEY_FILE_NAME
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
 

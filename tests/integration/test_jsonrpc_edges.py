@@ -1,6 +1,6 @@
 """JSON-RPC at the edges of `POST /mcp`, against a real server, in both eras: a batch, an invalid
 `id`, JSON that is not a message and invalid JSON each get one short JSON-RPC error with
-`"id": null` and HTTP 400, and nothing is run (`app.api.spec_fixes`, entry 4)."""
+`"id": null` and HTTP 400, and nothing is run (`app.mcp_server.spec_fixes`, entry 4)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from openapi_spec_validator import validate
 from openapi_spec_validator.validation.validators import OpenAPIV30SpecValidator, OpenAPIV31SpecValidator
 from support.anvil_server import anvil_command
 
-from app.api.openapi30 import CLIENT_ID_PLACEHOLDER, DROPPED_KEYWORDS, TENANT_ID_PLACEHOLDER
+from app.rest.openapi30 import CLIENT_ID_PLACEHOLDER, DROPPED_KEYWORDS, TENANT_ID_PLACEHOLDER
 
 TENANT = "0b5e7c3a-9d41-4f26-8e1a-6c2d9f0b3e75"
 CLIENT = "e4a19c72-3f5b-4d08-a6e1-2b7c8d9f0a36"

@@ -9,8 +9,8 @@ import httpx
 import pytest
 from support.entra_issuer import EntraIssuer
 
-from app.adapters.auth.entra import EntraDiscovery, discovery_urls, open_entra
-from app.adapters.auth.verifier import StaticKeySource, TokenVerifier
+from app.auth.entra import EntraDiscovery, discovery_urls, open_entra
+from app.auth.verifier import StaticKeySource, TokenVerifier
 from app.errors import AuthError
 from app.settings import Settings
 

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 from support.entra_issuer import signing_key
 
-from app.adapters.auth.jwks import EMPTY_RETRY_SECONDS, JwksKeySource, SigningKeysUnavailable, signing_keys
+from app.auth.jwks import EMPTY_RETRY_SECONDS, JwksKeySource, SigningKeysUnavailable, signing_keys
 from app.errors import AuthError
 
 pytestmark = pytest.mark.anyio

@@ -32,8 +32,8 @@ from openapi_spec_validator import validate
 from openapi_spec_validator.validation.validators import OpenAPIV30SpecValidator
 from support.anvil_server import AnvilServer, run_anvil
 
-from app.api.openapi30 import entra_scheme, openapi_30
-from app.api.schemas import NOT_BLANK
+from app.operations.schemas import NOT_BLANK
+from app.rest.openapi30 import entra_scheme, openapi_30
 from app.settings import Settings
 
 #: Not the default (8000): the document must state the configured limit, not a constant.
@@ -399,8 +399,8 @@ def test_the_30_document_says_the_same_bounds_and_statuses(document: dict[str, A
 def test_a_refused_argument_is_told_the_rule_in_words(
     operation: str, arguments: dict[str, Any], told: str
 ) -> None:
-    from app.api.operations import OPERATIONS
     from app.errors import InvalidInput
+    from app.operations.catalog import OPERATIONS
 
     (found,) = [o for o in OPERATIONS if o.name == operation]
     with pytest.raises(InvalidInput) as refused:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from app.adapters.auth.dev import DevIssuer
+from app.auth.dev import DevIssuer
 
 START_TIMEOUT = 60.0
 

@@ -42,7 +42,7 @@ from typing import Any, Literal
 import anyio
 import httpx
 
-from app.adapters.auth.dev import DevIssuer
+from app.auth.dev import DevIssuer
 from support.anvil_server import PASSED_THROUGH, AnvilServer, PortTaken, start_anvil, stop
 from support.openai_server import FakeOpenAI, running_openai
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.domain.conversation import Conversation
-from app.ports import ConversationStore
+from app.domain.ports import ConversationStore
 
 
 async def read(store: ConversationStore, oid: str, conversation_id: str) -> Conversation | None:

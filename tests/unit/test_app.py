@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from support.asgi import client
 
-from app.adapters.stores.sqlite import StartupError
 from app.domain.principal import Principal
+from app.lifespan import Runtime
 from app.main import create_app
-from app.runtime import Runtime
 from app.settings import Settings
+from app.stores.sqlite import StartupError
 
 pytestmark = pytest.mark.anyio
 

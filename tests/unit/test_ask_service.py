@@ -13,12 +13,9 @@ import pytest
 from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
-from app.adapters.stores.memory import MemoryStore
 from app.domain.ask import AskRequest, AskService, HistoryLimits
 from app.domain.conversation import CONVERSATION_ID_PATTERN, Conversation, Turn
-from app.domain.principal import Principal
-from app.errors import Conflict, EngineFailed, InvalidInput, NotFound, QuotaExceeded, Unavailable
-from app.ports import (
+from app.domain.ports import (
     Answer,
     Document,
     Exchange,
@@ -29,6 +26,9 @@ from app.ports import (
     Usage,
     VersionConflict,
 )
+from app.domain.principal import Principal
+from app.errors import Conflict, EngineFailed, InvalidInput, NotFound, QuotaExceeded, Unavailable
+from app.stores.memory import MemoryStore
 
 pytestmark = pytest.mark.anyio
 

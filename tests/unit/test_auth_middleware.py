@@ -12,14 +12,14 @@ import httpx
 import pytest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.adapters.auth.dev import DEV_SCOPE, DEV_TENANT_ID, DevIssuer, user_oid
-from app.api.signin import BearerAuthMiddleware, principal_of
+from app.auth.dev import DEV_SCOPE, DEV_TENANT_ID, DevIssuer, user_oid
 from app.domain.ask import AskService
 from app.domain.lifecycle import ConversationService
+from app.domain.ports import Verifier
 from app.domain.principal import Principal
 from app.errors import Unavailable
-from app.ports import Verifier
-from app.runtime import Runtime
+from app.http.signin import BearerAuthMiddleware, principal_of
+from app.lifespan import Runtime
 from app.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -10,7 +10,7 @@ import httpx2
 import jwt
 import pytest
 
-from app.bridge import RENEW_BEFORE_SECONDS, BearerAuth, HttpFailure, TokenSource
+from app.client.bridge import RENEW_BEFORE_SECONDS, BearerAuth, HttpFailure, TokenSource
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from app.adapters.engines.chat import (
     renumber_citations,
     retry_after_seconds,
 )
-from app.ports import Answer, Document, Exchange, Passage, PastExchange, Progress
+from app.domain.ports import Answer, Document, Exchange, Passage, PastExchange, Progress
 from app.settings import Settings
 
 pytestmark = pytest.mark.anyio

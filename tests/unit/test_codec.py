@@ -7,8 +7,8 @@ import json
 import pydantic_core
 import pytest
 
-from app.adapters.stores.codec import encode_document, encode_turn, from_document, to_document
 from app.domain.conversation import Conversation, Turn
+from app.stores.codec import encode_document, encode_turn, from_document, to_document
 
 NOW = 1_700_000_000.5
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from app.adapters.auth.dev import DEV_SCOPE, DevIssuer, user_oid
+from app.auth.dev import DEV_SCOPE, DevIssuer, user_oid
 from app.settings import Settings, describe_error, unknown_variables
 
 

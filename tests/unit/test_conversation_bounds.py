@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from app.adapters.stores.codec import from_document, to_document
 from app.domain.conversation import Conversation, Turn
+from app.stores.codec import from_document, to_document
 
 TEXTS = ["", "a", "short question", "é" * 40, "漢字" * 30, "🙂" * 25, "x" * 300]
 

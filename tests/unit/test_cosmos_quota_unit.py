@@ -27,10 +27,10 @@ from azure.cosmos.exceptions import (
     CosmosResourceNotFoundError,
 )
 
-from app.adapters.stores.cosmos import PENDING_GRACE_SECONDS, QUOTA_SLACK, CosmosStore
 from app.domain.conversation import Conversation, Turn
+from app.domain.ports import QuotaFull, VersionConflict
 from app.errors import Unavailable
-from app.ports import QuotaFull, VersionConflict
+from app.stores.cosmos import PENDING_GRACE_SECONDS, QUOTA_SLACK, CosmosStore
 
 pytestmark = pytest.mark.anyio
 

@@ -27,12 +27,12 @@ from azure.cosmos.exceptions import (
 )
 from pydantic import SecretStr
 
-from app.adapters.stores.codec import to_document
-from app.adapters.stores.cosmos import MAX_ITEM_BYTES, CosmosStore, _connection_policy
 from app.domain.conversation import Conversation, Turn
+from app.domain.ports import VersionConflict
 from app.errors import InvalidInput, Unavailable
-from app.ports import VersionConflict
 from app.settings import Settings
+from app.stores.codec import to_document
+from app.stores.cosmos import MAX_ITEM_BYTES, CosmosStore, _connection_policy
 
 pytestmark = pytest.mark.anyio
 
@@ -545,7 +545,7 @@ def test_the_throttle_budget_reaches_the_sdk(retries: int, wait: float) -> None:
 def test_importing_the_store_does_not_import_the_azure_sdk() -> None:
     code = (
         "import json, sys\n"
-        "import app.main, app.adapters.stores.cosmos\n"
+        "import app.main, app.stores.cosmos\n"
         "print(json.dumps(sorted(m for m in sys.modules if m == 'azure' or m.startswith('azure.'))))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

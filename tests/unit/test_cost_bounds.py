@@ -12,11 +12,11 @@ import pytest
 from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
-from app.adapters.stores.codec import to_document
-from app.adapters.stores.memory import MemoryStore
 from app.domain.ask import AskRequest, AskService, HistoryLimits
+from app.domain.ports import Answer, Document, Exchange, Passage, Progress
 from app.domain.principal import Principal
-from app.ports import Answer, Document, Exchange, Passage, Progress
+from app.stores.codec import to_document
+from app.stores.memory import MemoryStore
 
 pytestmark = pytest.mark.anyio
 

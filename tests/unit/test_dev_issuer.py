@@ -12,7 +12,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from app.adapters.auth.dev import (
+from app.auth.dev import (
     DEV_AUTHORITY,
     DEV_CLIENT_ID,
     DEV_KID,

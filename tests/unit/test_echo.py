@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from app.adapters.engines.echo import EchoEngine
-from app.ports import Answer, AnswerEngine, Exchange
+from app.domain.ports import Answer, AnswerEngine, Exchange
 
 pytestmark = pytest.mark.anyio
 

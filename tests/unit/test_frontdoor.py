@@ -12,8 +12,8 @@ import pytest
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from app.api import frontdoor
-from app.api.frontdoor import front_door
+from app.http import frontdoor
+from app.http.frontdoor import front_door
 
 pytestmark = pytest.mark.anyio
 

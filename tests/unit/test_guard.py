@@ -12,7 +12,7 @@ import pytest
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from app.api.guard import BodyGuard, RequestGuard, matches
+from app.http.guard import BodyGuard, RequestGuard, matches
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ import pytest
 from starlette.datastructures import Headers as StarletteHeaders
 from support.asgi import client
 
-import app.api.single_exchange
+import app.mcp_server.single_exchange
 from app.main import create_app
 from app.settings import Settings
 
@@ -56,13 +56,13 @@ async def sdk(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
 def served_single(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The methods the single-exchange path served, in order."""
     served: list[str] = []
-    original = app.api.single_exchange.serve_one
+    original = app.mcp_server.single_exchange.serve_one
 
     async def spy(server: Any, context: Any, method: str, *args: Any, **kwargs: Any) -> Any:
         served.append(method)
         return await original(server, context, method, *args, **kwargs)
 
-    monkeypatch.setattr(app.api.single_exchange, "serve_one", spy)
+    monkeypatch.setattr(app.mcp_server.single_exchange, "serve_one", spy)
     return served
 
 
@@ -244,8 +244,8 @@ async def test_unusual_2026_07_28_requests_go_to_the_sdk_and_answer_the_same(
 
 
 async def test_a_tool_declaring_param_headers_is_left_to_the_sdk(tmp_path: Path) -> None:
-    from app.api.mcp import build_mcp_server
-    from app.api.single_exchange import SingleExchange
+    from app.mcp_server.server import build_mcp_server
+    from app.mcp_server.single_exchange import SingleExchange
 
     settings = Settings(auth_mode="none", store="memory", answer_engine="echo", data_dir=tmp_path)
     server = build_mcp_server(settings)
@@ -262,7 +262,7 @@ async def test_the_request_context_offers_a_cancellation_event_that_is_never_set
     from mcp.shared.message import ServerMessageMetadata
     from mcp.shared.transport_context import TransportContext
 
-    from app.api.single_exchange import RequestContext
+    from app.mcp_server.single_exchange import RequestContext
 
     context = RequestContext(
         transport=TransportContext(kind="streamable-http", can_send_request=False),

@@ -14,9 +14,9 @@ import pytest
 from mcp.server.lowlevel import Server
 from opentelemetry import trace
 
-from app.api.mcp import build_mcp_server
-from app.observability import mcp_spans_wanted
+from app.mcp_server.server import build_mcp_server
 from app.settings import Settings
+from app.telemetry.logs import mcp_spans_wanted
 
 
 class ConfiguredProvider(trace.TracerProvider):

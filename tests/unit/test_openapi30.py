@@ -11,7 +11,7 @@ import pytest
 from openapi_spec_validator import validate
 from openapi_spec_validator.validation.validators import OpenAPIV30SpecValidator
 
-from app.api.openapi30 import (
+from app.rest.openapi30 import (
     CLIENT_ID_PLACEHOLDER,
     TENANT_ID_PLACEHOLDER,
     OAuth2Scheme,

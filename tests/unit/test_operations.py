@@ -11,10 +11,10 @@ import jsonschema
 import pytest
 from support.asgi import client
 
-from app.adapters.auth.dev import DevIssuer
-from app.api.operations import OPERATIONS
+from app.auth.dev import DevIssuer
 from app.domain.conversation import CONVERSATION_ID_PATTERN
 from app.main import create_app
+from app.operations.catalog import OPERATIONS
 from app.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -68,13 +68,13 @@ async def test_a_wrong_method_is_a_405_problem_with_allow(http: httpx.AsyncClien
 async def test_an_unexpected_error_is_a_500_naming_a_correlation_id_and_nothing_internal(
     http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.ERROR, logger="app.api.problems"):
+    with caplog.at_level(logging.ERROR, logger="app.http.problems"):
         response = await http.get("/broken")
     document = assert_problem(response, 500)
     correlation = response.headers["x-correlation-id"]
     assert correlation in str(document["detail"])
     assert "secret" not in response.text and "RuntimeError" not in response.text
-    (record,) = [r for r in caplog.records if r.name == "app.api.problems"]
+    (record,) = [r for r in caplog.records if r.name == "app.http.problems"]
     assert correlation in record.getMessage() and record.exc_info is not None
 
 

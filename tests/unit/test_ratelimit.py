@@ -7,8 +7,8 @@ import pytest
 from starlette.responses import PlainTextResponse
 from starlette.types import Receive, Scope, Send
 
-from app.api.ratelimit import RateLimit
 from app.domain.principal import Principal
+from app.http.ratelimit import RateLimit
 
 pytestmark = pytest.mark.anyio
 

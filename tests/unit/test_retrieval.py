@@ -14,7 +14,7 @@ from app.adapters.engines.retrieval import (
     looks_like_follow_up,
     tokenize,
 )
-from app.ports import AnswerEngine, Exchange
+from app.domain.ports import AnswerEngine, Exchange
 
 pytestmark = pytest.mark.anyio
 

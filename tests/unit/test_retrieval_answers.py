@@ -9,7 +9,7 @@ import pytest
 
 from app.adapters.engines.corpus import CorpusPassage
 from app.adapters.engines.retrieval import MAX_ANSWER_CHARS, RetrievalEngine
-from app.ports import AnswerEngine, Document
+from app.domain.ports import AnswerEngine, Document
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import pytest
 from app.adapters.engines.corpus import CorpusPassage
 from app.adapters.engines.retrieval import NO_MATCH_ANSWER, RetrievalEngine, looks_like_follow_up
 from app.adapters.engines.text_tokens import tokenize
-from app.ports import Exchange
+from app.domain.ports import Exchange
 
 pytestmark = pytest.mark.anyio
 

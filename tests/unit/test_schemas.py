@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app.api.schemas import AskOutput
 from app.domain.ask import AskResult
-from app.ports import Passage
+from app.domain.ports import Passage
+from app.operations.schemas import AskOutput
 
 RESULTS = {
     "one-shot": AskResult("Echo: q", None, "No conversationId was given.", False, None, False, ()),
@@ -45,7 +45,7 @@ def test_ask_content_carries_every_field_with_scores_rounded() -> None:
 def test_every_text_argument_refuses_text_that_is_not_valid_unicode() -> None:
     from pydantic import BaseModel, ValidationError
 
-    from app.api.operations import OPERATIONS
+    from app.operations.catalog import OPERATIONS
 
     checked = 0
     for operation in OPERATIONS:

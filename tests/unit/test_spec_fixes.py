@@ -1,4 +1,4 @@
-"""Each entry of `app.api.spec_fixes`: Anvil answers as the specification says, and the bare SDK
+"""Each entry of `app.mcp_server.spec_fixes`: Anvil answers as the specification says, and the bare SDK
 still does not. When an SDK release fixes a deviation, its `test_the_sdk_still_...` test fails:
 then remove the entry (and that test)."""
 
@@ -22,8 +22,8 @@ from mcp_types import (
 )
 from support.asgi import client
 
-from app.api.spec_fixes import SERVED_VERSIONS
 from app.main import create_app
+from app.mcp_server.spec_fixes import SERVED_VERSIONS
 from app.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -228,16 +228,16 @@ async def test_the_sdk_still_takes_a_request_with_an_invalid_id_for_a_notificati
 async def test_the_fast_path_gets_the_decoded_body_and_parses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import app.api.single_exchange
+    import app.mcp_server.single_exchange
 
     handed: list[Any] = []
-    original = app.api.single_exchange.plain_request
+    original = app.mcp_server.single_exchange.plain_request
 
     def spy(headers: Any, body: bytes, decoded: Any = None) -> Any:
         handed.append(decoded)
         return original(headers, body, decoded)
 
-    monkeypatch.setattr(app.api.single_exchange, "plain_request", spy)
+    monkeypatch.setattr(app.mcp_server.single_exchange, "plain_request", spy)
     settings = Settings(
         auth_mode="none", store="memory", answer_engine="echo", data_dir=tmp_path, mcp_single_exchange=True
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.adapters.stores.sqlite import BUSY_TIMEOUT, SqliteStore, StartupError
+from app.stores.sqlite import BUSY_TIMEOUT, SqliteStore, StartupError
 
 pytestmark = pytest.mark.anyio
 

@@ -15,14 +15,14 @@ from pathlib import Path
 import pydantic_core
 import pytest
 
-from app.adapters.stores import decoded as decoded_module
-from app.adapters.stores import sqlite as sqlite_module
-from app.adapters.stores.codec import to_document
-from app.adapters.stores.decoded import Decoded
-from app.adapters.stores.sqlite import SqliteStore
 from app.domain.conversation import Conversation, Turn
+from app.domain.ports import Stored, VersionConflict
 from app.errors import Unavailable
-from app.ports import Stored, VersionConflict
+from app.stores import decoded as decoded_module
+from app.stores import sqlite as sqlite_module
+from app.stores.codec import to_document
+from app.stores.decoded import Decoded
+from app.stores.sqlite import SqliteStore
 
 pytestmark = pytest.mark.anyio
 

@@ -21,11 +21,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from support.asgi import client
 
-from app.adapters.auth.dev import DevIssuer
+from app.auth.dev import DevIssuer
 from app.main import create_app
-from app.observability import JsonFormatter
 from app.settings import Settings
-from app.telemetry import Telemetry, wanted
+from app.telemetry.logs import JsonFormatter
+from app.telemetry.setup import Telemetry, wanted
 
 pytestmark = pytest.mark.anyio
 

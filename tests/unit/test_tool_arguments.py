@@ -10,7 +10,7 @@ import httpx
 import pytest
 from support.asgi import client
 
-from app.adapters.auth.dev import DevIssuer
+from app.auth.dev import DevIssuer
 from app.main import create_app
 from app.settings import Settings
 

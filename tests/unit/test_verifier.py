@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from app.adapters.auth.verifier import StaticKeySource, TokenVerifier
+from app.auth.verifier import StaticKeySource, TokenVerifier
 from app.domain.principal import Principal
 from app.errors import AuthError
 

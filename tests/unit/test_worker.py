@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.adapters.stores.worker import Worker
+from app.stores.worker import Worker
 
 pytestmark = pytest.mark.anyio
 

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from app.domain.ports import Answer, AnswerEngine, Document, Passage, PastExchange, Progress, Usage
 from app.errors import EngineFailed, Unavailable
-from app.ports import Answer, AnswerEngine, Document, Passage, PastExchange, Progress, Usage
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

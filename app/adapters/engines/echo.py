@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.ports import Answer, Document, Passage, PastExchange, Progress
+from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
 
 
 class EchoEngine:

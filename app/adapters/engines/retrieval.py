@@ -25,7 +25,7 @@ from app.adapters.engines.corpus import (
 from app.adapters.engines.rank_index import Bm25Index, Scores, TermSets, top
 from app.adapters.engines.text_compose import Excerpt, Unit, choose, fit, shorten, units_of
 from app.adapters.engines.text_tokens import split_compound, tokenize, words
-from app.ports import Answer, Document, Passage, PastExchange, Progress
+from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
 
 __all__ = [
     "MAX_ANSWER_CHARS",

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
-from app.adapters.stores.memory import MemoryStore
 from app.domain.ask import AskRequest, AskResult, AskService
 from app.domain.lifecycle import ConversationService
+from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
 from app.domain.principal import Principal
 from app.domain.turn_queue import TurnQueue
 from app.errors import QuotaExceeded
-from app.ports import Answer, Document, Passage, PastExchange, Progress
+from app.stores.memory import MemoryStore
 
 pytestmark = pytest.mark.anyio
 

@@ -1,1 +1,0 @@
-"""Sign-in: token verification, Entra ID keys, the dev issuer."""

@@ -1,1 +1,0 @@
-"""Conversation stores: memory, SQLite, Cosmos DB; each passes `tests/contract`."""

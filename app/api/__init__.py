@@ -1,1 +1,0 @@
-"""The HTTP surfaces: operations defined once, served as MCP tools and REST routes."""

@@ -1,0 +1,240 @@
+"""The MCP surface: one tool per operation, on the SDK's low-level `Server`, served stateless.
+
+Tools are generated from `app.operations.catalog`: `inputSchema` and `outputSchema` are the
+operation's models, annotations and description come from the definition, and a call validates
+its arguments with the same model the REST route uses. An `AnvilError` becomes a tool result
+with `isError: true` whose text says what to do next (`tool_error`).
+
+The SDK is used through its public API only: `Server(on_list_tools=, on_call_tool=)`, the
+stateless `StreamableHTTPSessionManager`, and `add_request_handler` for the one handler
+`app.mcp_server.spec_fixes` replaces.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+)
+from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+import app
+from app.errors import AnvilError
+from app.http.guard import read_body, replay_body
+from app.http.signin import principal_of
+from app.lifespan import runtime_of
+from app.mcp_server import spec_fixes
+from app.mcp_server.progress import wants_progress
+from app.operations.catalog import OPERATIONS, Call, Operation
+from app.operations.schemas import arguments_schema
+from app.settings import Settings
+from app.telemetry.logs import mcp_spans_wanted
+
+if TYPE_CHECKING:
+    from app.mcp_server.single_exchange import SingleExchange
+
+logger = logging.getLogger(__name__)
+
+INSTRUCTIONS = (
+    "Anvil answers questions from its knowledge base with the `ask` tool and ranks passages with "
+    "`search`. To hold a conversation, pass the same conversationId on every `ask` (pick one, or get "
+    "one from `start_conversation`); `list_conversations`, `get_conversation` and "
+    "`delete_conversation` manage your conversations."
+)
+
+
+def tool_of(operation: Operation[Any, Any], settings: Settings) -> Tool:
+    """The MCP tool an operation is offered as."""
+    return Tool(
+        name=operation.name,
+        title=operation.title,
+        description=operation.describe(settings),
+        input_schema=arguments_schema(operation.arguments, settings),
+        output_schema=operation.result.model_json_schema(by_alias=True),
+        annotations=ToolAnnotations(
+            title=operation.title,
+            read_only_hint=operation.read_only,
+            destructive_hint=operation.destructive,
+            idempotent_hint=operation.idempotent,
+            # Anvil answers from its own knowledge base and history, not the open web.
+            open_world_hint=False,
+        ),
+    )
+
+
+def tool_error(error: AnvilError) -> CallToolResult:
+    """A tool result with `isError: true` whose text is the error's agent-facing message."""
+    return CallToolResult(content=[TextContent(type="text", text=error.message)], is_error=True)
+
+
+def build_mcp_server(settings: Settings) -> Server[Any]:
+    """The MCP server with one tool per operation that MCP offers."""
+    tools = {operation.name: operation for operation in OPERATIONS if operation.tool}
+    listing = ListToolsResult(tools=[tool_of(operation, settings) for operation in tools.values()])
+    input_schemas = {tool.name: tool.input_schema for tool in listing.tools}
+    available = ", ".join(tools)
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListToolsResult:
+        return listing
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
+        operation = tools.get(params.name)
+        if operation is None:
+            # The specification's answer to an unknown tool is a JSON-RPC error, not a tool result.
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"Unknown tool: {params.name!r}. Available: {available}."
+            )
+        # The HTTP request this call came in: the caller, and the runtime in its lifespan state.
+        scope = ctx.request.scope if ctx.request is not None else {}
+        # A client that sent a progressToken hears how a long call is going.
+        wants_progress = params.meta is not None and params.meta.get("progress_token") is not None
+        call = Call(
+            runtime_of(scope), principal_of(scope), ctx.session.report_progress if wants_progress else None
+        )
+        try:
+            arguments = operation.parse(params.arguments)
+            output = await operation.handler(call, arguments)
+        except AnvilError as error:
+            # A caller's mistake or a passing outage: an info line (its kind, not its text, which
+            # may name a conversation), never an error.
+            logger.info("tool %r refused: %s", params.name, error.kind)
+            logger.debug("tool %r refused (%s): %s", params.name, error.kind, error.message)
+            return tool_error(error)
+        return CallToolResult(
+            content=[TextContent(type="text", text=operation.text(arguments, output))],
+            structured_content=output.model_dump(mode="json", by_alias=True),
+        )
+
+    # Anvil has no prompts or resources, but hosts list them whatever the capabilities say: they
+    # get empty lists, and asking for one by name is an invalid-params error that says so.
+    async def list_prompts(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListPromptsResult:
+        return ListPromptsResult(prompts=[])
+
+    async def get_prompt(ctx: ServerRequestContext[Any], params: GetPromptRequestParams) -> GetPromptResult:
+        raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {params.name!r}. Anvil has none.")
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        return ListResourcesResult(resources=[])
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListResourceTemplatesResult:
+        return ListResourceTemplatesResult(resource_templates=[])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        message = f"Unknown resource: {str(params.uri)!r}. Anvil has none; use the search tool."
+        # SEP-2164: unknown resource is -32602, with the URI asked for in `data`.
+        raise MCPError(code=INVALID_PARAMS, message=message, data={"uri": str(params.uri)})
+
+    server: Server[Any] = Server(
+        "anvil",
+        version=app.__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        # Lets the SDK check `Mcp-Param-*` headers without running `tools/list` per call.
+        get_tool_input_schema=input_schemas.get,
+    )
+    if not mcp_spans_wanted(settings.mcp_spans):
+        # The SDK's only default middleware is its OpenTelemetry span per request, and it
+        # documents dropping it from this list as the way to opt out.
+        server.middleware.clear()
+    spec_fixes.install(server)
+    return server
+
+
+def session_manager(
+    server: Server[Any], settings: Settings, *, streaming: bool = False
+) -> StreamableHTTPSessionManager:
+    """The SDK's stateless request manager for `server` (run it in the lifespan).
+
+    It answers with one JSON document, or with `streaming` as an SSE stream that carries the
+    request's notifications (progress) before its result.
+    """
+    return StreamableHTTPSessionManager(
+        app=server,
+        json_response=not streaming,
+        stateless=True,
+        max_request_body_size=settings.max_body_bytes,
+        # Host and Origin are checked by RequestGuard for every route, with Anvil's settings.
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+
+def mcp_endpoint(
+    server: Server[Any],
+    manager: StreamableHTTPSessionManager,
+    streaming: StreamableHTTPSessionManager,
+    settings: Settings,
+) -> ASGIApp:
+    """The ASGI app for `POST /mcp` (the guard has already refused other methods and oversized
+    bodies): the SDK's JSON request manager, behind the single-exchange fast path when it is on;
+    a request that asks for progress goes to the SDK's `streaming` manager instead."""
+    sdk: ASGIApp = StreamableHTTPASGIApp(manager)
+    streams: ASGIApp = StreamableHTTPASGIApp(streaming)
+    fast = None
+    if settings.mcp_single_exchange:
+        from app.mcp_server.single_exchange import SingleExchange
+
+        fast = SingleExchange(server, fallback=sdk)
+    return McpEndpoint(sdk, streams, fast)
+
+
+class McpEndpoint:
+    """ASGI app, the one door of every `POST /mcp` whichever path serves it: a body that is not
+    one JSON-RPC message is answered here (`spec_fixes` entry 4); a request with a
+    `progressToken` whose client reads SSE is answered as a stream (its progress notifications,
+    then its result); every other request as one JSON document, by the fast path when it is on
+    (with the message decoded here, so it is parsed once) or else by the SDK."""
+
+    def __init__(self, default: ASGIApp, streaming: ASGIApp, fast: SingleExchange | None = None) -> None:
+        self.default = default
+        self.streaming = streaming
+        self.fast = fast
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await read_body(receive) or b""
+        message = spec_fixes.checked_message(scope, body)
+        if isinstance(message, Response):
+            await message(scope, receive, send)
+        elif wants_progress(scope, body):
+            await self.streaming(scope, replay_body(body, receive), send)
+        elif self.fast is not None:
+            await self.fast.answer(scope, receive, send, body, message)
+        else:
+            await self.default(scope, replay_body(body, receive), send)

@@ -1,0 +1,423 @@
+"""Every operation Anvil offers, each declared once.
+
+An `Operation` holds its arguments model, result model, the service call, how its text content
+reads, its tool annotations and its REST route. `app.mcp_server.server` turns each into an MCP tool and
+`app.rest.routes` into a REST route, so a rule, a description or a bound can only say one thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from app.domain.ask import CLIENT_REQUEST_ID_RULE, AskRequest
+from app.domain.conversation import CONVERSATION_ID_RULE
+from app.domain.ports import Progress
+from app.domain.principal import Principal
+from app.errors import AnvilError, InvalidInput
+from app.lifespan import Runtime
+from app.operations.schemas import (
+    NOT_BLANK,
+    UNENCODABLE_TEXT,
+    Arguments,
+    AskInput,
+    AskOutput,
+    ConversationOutput,
+    DeleteAllOutput,
+    DeleteInput,
+    DeleteOutput,
+    FetchInput,
+    FetchOutput,
+    GetInput,
+    ListInput,
+    ListOutput,
+    NoInput,
+    SearchHit,
+    SearchInput,
+    SearchOutput,
+    StartInput,
+    StartOutput,
+    configured_length,
+)
+from app.settings import Settings
+
+In = TypeVar("In", bound=Arguments)
+Out = TypeVar("Out", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Who is calling, and the running services: what every handler gets besides its arguments."""
+
+    runtime: Runtime
+    principal: Principal | None
+    #: Where to report how a long operation is going (an MCP client that sent a progressToken).
+    progress: Progress | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where an operation lives on REST. Path parameters are named by their wire (camelCase) name;
+    the other arguments go in the query for GET and DELETE, and in a JSON body otherwise."""
+
+    method: Literal["GET", "POST", "DELETE"]
+    path: str
+    operation_id: str
+    summary: str
+    tag: str
+    status_code: int = 200
+    #: Statuses the operation itself can answer with a problem document (its arguments, its
+    #: service); `app.rest.routes` adds those every route can answer (front door, sign-in, limits).
+    errors: tuple[int, ...] = (400, 503)
+
+
+@dataclass(frozen=True, slots=True)
+class Operation(Generic[In, Out]):
+    """One operation: its contract, its call, and how each surface shows it."""
+
+    name: str
+    title: str
+    #: Written for an agent: what it does and when to use it. A function when it names settings.
+    description: str | Callable[[Settings], str]
+    arguments: type[In]
+    result: type[Out]
+    handler: Callable[[Call, In], Awaitable[Out]]
+    #: The tool's text content, from its arguments and result.
+    text: Callable[[In, Out], str]
+    route: Route
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    #: False for operations offered on REST only.
+    tool: bool = True
+
+    def describe(self, settings: Settings) -> str:
+        """The description, with the settings in force where it names them."""
+        return self.description if isinstance(self.description, str) else self.description(settings)
+
+    def parse(self, arguments: Mapping[str, Any] | None) -> In:
+        """The arguments checked against the model; `InvalidInput` naming every bad field."""
+        try:
+            return self.arguments.model_validate(arguments or {})
+        except ValidationError as error:
+            raise InvalidInput(describe_invalid_arguments(self.name, error, self.arguments)) from None
+
+
+#: What a refused `cursor` is told, whether its shape or the store refused it.
+CURSOR_RULE = (
+    "cursor is not one this server issued: pass the nextCursor of the previous page unchanged, "
+    "or omit cursor to start from the newest conversation"
+)
+
+
+def describe_invalid_arguments(
+    operation: str, error: ValidationError, model: type[Arguments] | None = None
+) -> str:
+    """One sentence per bad field, in words an agent can act on; values are never echoed."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        configured = configured_length(model, where) if model is not None else None
+        if item["type"] == "string_pattern_mismatch" and where == "conversationId":
+            message = CONVERSATION_ID_RULE
+        elif item["type"] == "string_pattern_mismatch" and where == "clientRequestId":
+            message = CLIENT_REQUEST_ID_RULE
+        elif where == "cursor" and item["type"] in ("string_pattern_mismatch", "string_too_long"):
+            message = CURSOR_RULE
+        elif item["type"] == "string_pattern_mismatch" and item.get("ctx", {}).get("pattern") == NOT_BLANK:
+            message = f"{where} must not be empty or only whitespace: pass some text"
+        elif item["type"] == "string_too_long" and configured is not None:
+            # Past the ceiling of the setting; the configured limit, lower, is the schema's
+            # maxLength, and pydantic's number would contradict it.
+            message = f"{where} is longer than {configured.environment_variable} allows: shorten it"
+        elif item["type"] == "string_unicode":
+            message = UNENCODABLE_TEXT
+        elif item["type"] == "extra_forbidden":
+            message = "not an argument of this operation; remove it"
+        else:
+            message = item["msg"]
+        problems.append(message if message.startswith(where) else f"{where}: {message}")
+    return f"Invalid arguments for {operation}: {'; '.join(problems)}. Fix them and call again."
+
+
+# --- handlers and their text ---------------------------------------------------------------------
+
+
+async def ask(call: Call, args: AskInput) -> AskOutput:
+    request = AskRequest(args.question, args.conversation_id, args.instructions, args.client_request_id)
+    telemetry = call.runtime.telemetry
+    if telemetry is None:
+        return AskOutput.of(await call.runtime.service.ask(call.principal, request, progress=call.progress))
+    instruments = telemetry.instruments
+    try:
+        result = await call.runtime.service.ask(call.principal, request, progress=call.progress)
+    except AnvilError as error:
+        instruments.asks.add(1, {"anvil.ask.outcome": "refused", "error.type": error.kind})
+        raise
+    if result.conversation_id is None:
+        outcome = "one_shot"
+    elif result.note is not None and result.note.startswith("Replayed"):
+        outcome = "replayed"
+    else:
+        outcome = "created" if result.created else "continued"
+    instruments.asks.add(1, {"anvil.ask.outcome": outcome})
+    if result.condensed:
+        instruments.condensed.add(1)
+    return AskOutput.of(result)
+
+
+async def search(call: Call, args: SearchInput) -> SearchOutput:
+    passages = await call.runtime.service.search(args.search_text, args.max_results)
+    return SearchOutput(results=[SearchHit.of(p) for p in passages])
+
+
+def search_text(_: SearchInput, output: SearchOutput) -> str:
+    hits = (f"{h.source} ({h.heading}), score {h.score}:\n{h.text}" for h in output.results)
+    return "\n\n".join(hits) or "No passage matches."
+
+
+async def fetch(call: Call, args: FetchInput) -> FetchOutput:
+    return FetchOutput.of(await call.runtime.service.fetch(args.source, args.max_chars))
+
+
+def fetch_text(_: FetchInput, output: FetchOutput) -> str:
+    cut = f"\n\n[Truncated: {len(output.text)} of {output.totalChars} characters shown.]"
+    return f"{output.source}: {output.title}\n\n{output.text}" + (cut if output.truncated else "")
+
+
+async def start_conversation(call: Call, args: StartInput) -> StartOutput:
+    started = await call.runtime.conversations.start(
+        call.principal, instructions=args.instructions, title=args.title
+    )
+    return StartOutput.of(started)
+
+
+async def list_conversations(call: Call, args: ListInput) -> ListOutput:
+    page = await call.runtime.conversations.list(call.principal, limit=args.limit, cursor=args.cursor)
+    return ListOutput.of(page)
+
+
+def list_text(_: ListInput, output: ListOutput) -> str:
+    lines = (
+        f"{c.conversationId}: {c.title or '(untitled)'}, {c.turns} turn{'' if c.turns == 1 else 's'}, "
+        f"updated {c.updatedAt}"
+        for c in output.conversations
+    )
+    return "\n".join(lines) or "No conversations."
+
+
+async def get_conversation(call: Call, args: GetInput) -> ConversationOutput:
+    conversation, turns = await call.runtime.conversations.get(
+        call.principal, args.conversation_id, limit=args.limit
+    )
+    return ConversationOutput.of(conversation, turns)
+
+
+def conversation_text(_: GetInput, output: ConversationOutput) -> str:
+    turns = (f"Turn {t.turn}\nQ: {t.question}\nA: {t.answer}" for t in output.turns)
+    return "\n\n".join(turns) or f"Conversation {output.conversationId} has no turns yet."
+
+
+async def delete_conversation(call: Call, args: DeleteInput) -> DeleteOutput:
+    deleted = await call.runtime.conversations.delete(call.principal, args.conversation_id)
+    return DeleteOutput(deleted=deleted)
+
+
+def delete_text(args: DeleteInput, output: DeleteOutput) -> str:
+    if output.deleted:
+        return f"Deleted conversation {args.conversation_id}."
+    return f"Nothing to delete: {args.conversation_id}."
+
+
+async def delete_all_conversations(call: Call, _: NoInput) -> DeleteAllOutput:
+    return DeleteAllOutput(deleted=await call.runtime.conversations.delete_all(call.principal))
+
+
+def _days(seconds: int) -> str:
+    days = seconds / 86400
+    return f"{days:g} days" if days >= 1 else f"{seconds} seconds"
+
+
+def ask_description(settings: Settings) -> str:
+    """`ask`'s description, naming the history bounds in force."""
+    ttl_seconds, max_turns = settings.history_ttl_seconds, settings.history_max_turns
+    return (
+        "Answer a question from Anvil's knowledge base, citing the documents used (sources). "
+        "Use it whenever the user asks something the knowledge base may cover. To hold a "
+        "conversation, pass the same conversationId on every turn (any new id of 1-64 letters, "
+        "digits, '.', '_' or '-' starts one, e.g. a UUID); earlier turns are then used to answer "
+        "follow-ups. Without a conversationId, or when not signed in, the answer is one-shot and "
+        f"nothing is stored. A conversation lives {_days(ttl_seconds)} after its last turn and keeps "
+        f"its latest {max_turns} turns; older ones are dropped (condensed: true). instructions apply "
+        "only when a conversation is created. clientRequestId makes a retry safe: the same key with "
+        "the same arguments returns the stored answer."
+    )
+
+
+ASK: Operation[AskInput, AskOutput] = Operation(
+    name="ask",
+    title="Ask a question",
+    description=ask_description,
+    arguments=AskInput,
+    result=AskOutput,
+    handler=ask,
+    text=lambda _, output: output.answer,
+    route=Route("POST", "/api/ask", "ask", "Ask a question", "ask", errors=(400, 409, 502, 503)),
+)
+
+OPERATIONS: tuple[Operation[Any, Any], ...] = (
+    ASK,
+    Operation(
+        name="search",
+        title="Search the knowledge base",
+        description=(
+            "Rank passages of Anvil's knowledge base for some words, best first, with file, heading "
+            "and score. Use it to read sources or check what the knowledge base says word for word; "
+            "use ask for an answer. Stores nothing."
+        ),
+        arguments=SearchInput,
+        result=SearchOutput,
+        handler=search,
+        text=search_text,
+        route=Route("GET", "/api/search", "search", "Rank passages of the knowledge base", "ask"),
+        read_only=True,
+        idempotent=True,
+    ),
+    Operation(
+        name="fetch",
+        title="Read a source",
+        description=(
+            "Read the whole text of one document of Anvil's knowledge base, from the start, up to "
+            "maxChars characters. Pass `source` exactly as ask's sources or search's results name it. "
+            "Use it to read beyond the passage an answer or a search quoted. Stores nothing."
+        ),
+        arguments=FetchInput,
+        result=FetchOutput,
+        handler=fetch,
+        text=fetch_text,
+        route=Route(
+            "GET",
+            "/api/fetch",
+            "fetch",
+            "Read a document of the knowledge base",
+            "ask",
+            errors=(400, 404, 503),
+        ),
+        read_only=True,
+        idempotent=True,
+    ),
+    Operation(
+        name="start_conversation",
+        title="Start a conversation",
+        description=(
+            "Start a conversation with a server-minted conversationId, to pass on every later ask. "
+            "Use it when the conversation needs instructions (they bind at creation) or a title; "
+            "otherwise any new conversationId on ask starts one too. Needs a signed-in user."
+        ),
+        arguments=StartInput,
+        result=StartOutput,
+        handler=start_conversation,
+        text=lambda _, o: f"Started conversation {o.conversationId} (expires {o.expiresAt}).",
+        route=Route(
+            "POST",
+            "/api/conversations",
+            "startConversation",
+            "Start a conversation with a server-minted id",
+            "conversations",
+            status_code=201,
+            errors=(400, 403, 409, 503),
+        ),
+    ),
+    Operation(
+        name="list_conversations",
+        title="List your conversations",
+        description=(
+            "List your conversations, most recently updated first, with title, turn count and "
+            "expiry. Pass nextCursor as cursor to get the next page. Needs a signed-in user."
+        ),
+        arguments=ListInput,
+        result=ListOutput,
+        handler=list_conversations,
+        text=list_text,
+        route=Route(
+            "GET",
+            "/api/conversations",
+            "listConversations",
+            "List your conversations, newest first",
+            "conversations",
+            errors=(400, 403, 503),
+        ),
+        read_only=True,
+        idempotent=True,
+    ),
+    Operation(
+        name="delete_all_conversations",
+        title="Delete all your conversations",
+        description=(
+            "Delete every conversation of the caller in the tenant they are signed in to, with all "
+            "their turns."
+        ),
+        arguments=NoInput,
+        result=DeleteAllOutput,
+        handler=delete_all_conversations,
+        text=lambda _, o: f"Deleted {o.deleted} conversation{'' if o.deleted == 1 else 's'}.",
+        route=Route(
+            "DELETE",
+            "/api/conversations",
+            "deleteAllConversations",
+            "Delete all of your conversations",
+            "conversations",
+            errors=(400, 403, 503),
+        ),
+        destructive=True,
+        idempotent=True,
+        tool=False,
+    ),
+    Operation(
+        name="get_conversation",
+        title="Read a conversation",
+        description=(
+            "Read back one of your conversations: its instructions and turns, newest last. Use it "
+            "to recall what was said; ask already uses earlier turns by itself."
+        ),
+        arguments=GetInput,
+        result=ConversationOutput,
+        handler=get_conversation,
+        text=conversation_text,
+        route=Route(
+            "GET",
+            "/api/conversations/{conversationId}",
+            "getConversation",
+            "Read back one conversation, newest turn last",
+            "conversations",
+            errors=(400, 403, 404, 503),
+        ),
+        read_only=True,
+        idempotent=True,
+    ),
+    Operation(
+        name="delete_conversation",
+        title="Delete a conversation",
+        description=(
+            "Delete one of your conversations and all its turns; this cannot be undone. Safe to "
+            "repeat: deleted is false when there was nothing to delete."
+        ),
+        arguments=DeleteInput,
+        result=DeleteOutput,
+        handler=delete_conversation,
+        text=delete_text,
+        route=Route(
+            "DELETE",
+            "/api/conversations/{conversationId}",
+            "deleteConversation",
+            "Delete one conversation (idempotent)",
+            "conversations",
+            errors=(400, 403, 503),
+        ),
+        destructive=True,
+        idempotent=True,
+    ),
+)

@@ -1,0 +1,464 @@
+"""Wire shapes of every operation: arguments (MCP `inputSchema`, REST body or query) and results
+(MCP `structuredContent` and `outputSchema`, REST response bodies).
+
+Argument models carry every rule a caller must follow (`pattern`, lengths, bounds) so that the
+schema a model reads and the check that runs are one and the same. Fields are snake_case in
+Python and camelCase on the wire. A length that is a setting (`ANVIL_MAX_QUESTION_CHARS`) is
+marked `ConfiguredLength` on its field: `arguments_schema` states the configured value as
+`maxLength` in every published schema (the MCP `inputSchema`, the REST OpenAPI document), and
+the service refuses longer text with its own message, so both say the same number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.domain.ask import MAX_FETCH_CHARS, MAX_SEARCH_RESULTS, AskResult
+from app.domain.conversation import (
+    CONVERSATION_ID_PATTERN,
+    Conversation,
+    ConversationPage,
+    ConversationSummary,
+    Turn,
+)
+from app.domain.lifecycle import MAX_LIST_LIMIT, MAX_TITLE_CHARS, MAX_TURNS_LIMIT, StartedConversation
+from app.domain.ports import Document, Passage, Usage
+from app.settings import MAX_TEXT_CHARS, Settings
+from app.stores.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
+
+#: Python's whitespace (`str.isspace`), the characters the services strip before they refuse
+#: blank text, spelt so that JSON Schema (ECMA-262), Python and pydantic's regex engine all read
+#: the same set (their own `\s` differ: U+001C to U+001F, U+0085, U+FEFF).
+_SPACE = r"\t\n\v\f\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: Text with something besides whitespace in it (a pattern matches anywhere in the text).
+NOT_BLANK = f"[^{_SPACE}]"
+
+#: How every surface words a text argument that is not valid Unicode.
+UNENCODABLE_TEXT = "contains text that is not valid Unicode (an unpaired surrogate): send valid Unicode text"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfiguredLength:
+    """Marks a text argument whose longest length is the setting `setting` (a `Settings` field):
+    `arguments_schema` publishes the configured value as its `maxLength`, and the service checks
+    it. The model itself bounds such a field, where it needs a bound, by the setting's ceiling
+    (`MAX_TEXT_CHARS`), which no configuration exceeds."""
+
+    setting: str
+
+    @property
+    def environment_variable(self) -> str:
+        return f"ANVIL_{self.setting.upper()}"
+
+
+def configured_length(model: type[BaseModel], wire_name: str) -> ConfiguredLength | None:
+    """The `ConfiguredLength` of `model`'s argument `wire_name`, if it has one."""
+    for name, field in model.model_fields.items():
+        if (field.alias or name) == wire_name:
+            return next((rule for rule in field.metadata if isinstance(rule, ConfiguredLength)), None)
+    return None
+
+
+#: `question`, `searchText` and `instructions`: at most ANVIL_MAX_QUESTION_CHARS characters.
+QUESTION_LENGTH = ConfiguredLength("max_question_chars")
+
+
+class Arguments(BaseModel):
+    """Base of every argument model: wire names only, and an unknown argument is refused.
+
+    Every text field carries a constraint (a length or a pattern), which also makes pydantic
+    refuse text that cannot be stored: an unpaired UTF-16 surrogate, which JSON can carry but
+    UTF-8 cannot (`string_unicode`, worded as `UNENCODABLE_TEXT`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def conversation_id_field(description: str) -> Any:
+    return Field(alias="conversationId", pattern=CONVERSATION_ID_PATTERN, description=description)
+
+
+class AskInput(Arguments):
+    """Arguments of `ask`."""
+
+    model_config = ConfigDict(title="AskArguments")
+
+    question: Annotated[str, QUESTION_LENGTH] = Field(
+        min_length=1, pattern=NOT_BLANK, description="The question to answer, in plain words."
+    )
+    conversation_id: str | None = Field(
+        None,
+        alias="conversationId",
+        pattern=CONVERSATION_ID_PATTERN,
+        description=(
+            "Continue (or start) this conversation: 1-64 letters, digits, '.', '_' or '-' (a UUID "
+            "works). Pass the same id on every turn; omit it for a one-shot answer that stores nothing."
+        ),
+    )
+    instructions: Annotated[str | None, QUESTION_LENGTH] = Field(
+        None,
+        max_length=MAX_TEXT_CHARS,
+        description=(
+            "Instructions for the whole conversation (tone, audience, format). Only when the "
+            "conversation is created: passing them for an existing one is an error."
+        ),
+    )
+    client_request_id: str | None = Field(
+        None,
+        alias="clientRequestId",
+        pattern=CONVERSATION_ID_PATTERN,
+        description=(
+            "Retry key, same pattern as conversationId: a retry with the same key and arguments "
+            "returns the stored answer instead of adding the turn twice."
+        ),
+    )
+
+
+class SearchInput(Arguments):
+    """Arguments of `search`."""
+
+    model_config = ConfigDict(title="SearchArguments")
+
+    search_text: Annotated[str, QUESTION_LENGTH] = Field(
+        alias="searchText", min_length=1, pattern=NOT_BLANK, description="Words to look for."
+    )
+    max_results: int = Field(
+        5,
+        alias="maxResults",
+        ge=1,
+        le=MAX_SEARCH_RESULTS,
+        description=f"How many passages to return (1-{MAX_SEARCH_RESULTS}).",
+    )
+
+
+class FetchInput(Arguments):
+    """Arguments of `fetch`."""
+
+    model_config = ConfigDict(title="FetchArguments")
+
+    source: str = Field(
+        min_length=1,
+        max_length=1024,
+        description="The file to read, exactly as `source` appears in ask's sources or search's results.",
+    )
+    max_chars: int = Field(
+        20_000,
+        alias="maxChars",
+        ge=100,
+        le=MAX_FETCH_CHARS,
+        description=f"Return at most this many characters (100-{MAX_FETCH_CHARS}); truncated says if cut.",
+    )
+
+
+class StartInput(Arguments):
+    """Arguments of `start_conversation`."""
+
+    model_config = ConfigDict(title="StartConversationArguments")
+
+    instructions: Annotated[str | None, QUESTION_LENGTH] = Field(
+        None,
+        max_length=MAX_TEXT_CHARS,
+        description="Instructions the answer engine follows on every turn of the conversation.",
+    )
+    title: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_TITLE_CHARS,
+        pattern=NOT_BLANK,
+        description=f"A short title shown in list_conversations (1-{MAX_TITLE_CHARS} characters).",
+    )
+
+
+class ListInput(Arguments):
+    """Arguments of `list_conversations`."""
+
+    model_config = ConfigDict(title="ListConversationsArguments")
+
+    limit: int = Field(
+        20, ge=1, le=MAX_LIST_LIMIT, description=f"Conversations per page (1-{MAX_LIST_LIMIT})."
+    )
+    cursor: str | None = Field(
+        None,
+        max_length=MAX_CURSOR_CHARS,
+        pattern=CURSOR_PATTERN,
+        description="nextCursor of the previous page, unchanged; omit for the first page.",
+    )
+
+
+class GetInput(Arguments):
+    """Arguments of `get_conversation`."""
+
+    model_config = ConfigDict(title="GetConversationArguments")
+
+    conversation_id: str = conversation_id_field("The conversation's id (from ask or start_conversation).")
+    limit: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_TURNS_LIMIT,
+        description=f"Return only the latest N turns (1-{MAX_TURNS_LIMIT}); omit for every kept turn.",
+    )
+
+
+class DeleteInput(Arguments):
+    """Arguments of `delete_conversation`."""
+
+    model_config = ConfigDict(title="DeleteConversationArguments")
+
+    conversation_id: str = conversation_id_field("The conversation to delete, with all its turns.")
+
+
+class NoInput(Arguments):
+    """An operation without arguments."""
+
+    model_config = ConfigDict(title="NoArguments")
+
+
+def arguments_schema(model: type[Arguments], settings: Settings) -> dict[str, Any]:
+    """The JSON Schema of `model` as every surface publishes it: wire names, and each
+    `ConfiguredLength` field's `maxLength` the value `settings` configure."""
+    schema = model.model_json_schema(by_alias=True)
+    for wire_name, stated in schema.get("properties", {}).items():
+        rule = configured_length(model, wire_name)
+        if rule is not None:
+            for variant in stated.get("anyOf", [stated]):
+                if variant.get("type") == "string":
+                    variant["maxLength"] = int(getattr(settings, rule.setting))
+    return schema
+
+
+class SourceRef(BaseModel):
+    """A passage an answer drew on."""
+
+    source: str = Field(description="File of the corpus, relative to its folder.")
+    heading: str = Field(description="Heading of the passage within the file.")
+    score: float = Field(description="Relevance score (higher is better).")
+
+    @classmethod
+    def of(cls, passage: Passage) -> SourceRef:
+        return cls(source=passage.source, heading=passage.heading, score=round(passage.score, 4))
+
+
+class UsageOut(BaseModel):
+    """Tokens a language model spent on an answer."""
+
+    model_config = ConfigDict(title="Usage")
+
+    inputTokens: int = Field(description="Tokens of the prompt (instructions, passages, history, question).")
+    outputTokens: int = Field(description="Tokens of the answer.")
+
+    @classmethod
+    def of(cls, usage: Usage | None) -> UsageOut | None:
+        return (
+            None if usage is None else cls(inputTokens=usage.input_tokens, outputTokens=usage.output_tokens)
+        )
+
+
+class AskOutput(BaseModel):
+    """The `ask` envelope."""
+
+    model_config = ConfigDict(title="AskResult")
+
+    answer: str = Field(description="The answer text (also the tool's text content).")
+    conversationId: str | None = Field(
+        description="The conversation this turn belongs to; null when the answer is one-shot."
+    )
+    note: str | None = Field(
+        description="Why the answer is one-shot, or what else happened; null when nothing."
+    )
+    created: bool = Field(description="True on the turn that created the conversation.")
+    turn: int | None = Field(
+        description="1-based number of this turn in its conversation; null when one-shot."
+    )
+    condensed: bool = Field(
+        description="True when older turns of the conversation were dropped to fit its limits."
+    )
+    sources: list[SourceRef] = Field(description="Passages the answer cites.")
+    usage: UsageOut | None = Field(
+        None, description="Tokens the language model spent; null when no model wrote the answer."
+    )
+
+    @classmethod
+    def of(cls, result: AskResult) -> AskOutput:
+        return cls(
+            answer=result.answer,
+            conversationId=result.conversation_id,
+            note=result.note,
+            created=result.created,
+            turn=result.turn,
+            condensed=result.condensed,
+            sources=[
+                SourceRef(source=p.source, heading=p.heading, score=round(p.score, 4)) for p in result.sources
+            ],
+            usage=UsageOut.of(result.usage),
+        )
+
+
+class SearchHit(BaseModel):
+    """One ranked passage."""
+
+    source: str = Field(description="File of the corpus, relative to its folder.")
+    heading: str = Field(description="Heading of the passage within the file.")
+    text: str = Field(description="The passage text.")
+    score: float = Field(description="Relevance score (higher is better).")
+
+    @classmethod
+    def of(cls, passage: Passage) -> SearchHit:
+        return cls(
+            source=passage.source, heading=passage.heading, text=passage.text, score=round(passage.score, 4)
+        )
+
+
+class SearchOutput(BaseModel):
+    """The `search` result."""
+
+    model_config = ConfigDict(title="SearchResult")
+
+    results: list[SearchHit] = Field(description="Ranked passages, best first.")
+
+
+class FetchOutput(BaseModel):
+    """The `fetch` result."""
+
+    model_config = ConfigDict(title="FetchResult")
+
+    source: str = Field(description="The file read.")
+    title: str = Field(description="The document's title.")
+    text: str = Field(description="Its text, from the start, at most maxChars characters.")
+    totalChars: int = Field(description="Length of the whole text.")
+    truncated: bool = Field(description="True when text stops before the end; the rest is not returned.")
+
+    @classmethod
+    def of(cls, document: Document) -> FetchOutput:
+        return cls(
+            source=document.source,
+            title=document.title,
+            text=document.text,
+            totalChars=document.total_chars,
+            truncated=document.truncated,
+        )
+
+
+def iso_time(seconds: float) -> str:
+    """Seconds since the epoch as an RFC 3339 UTC timestamp."""
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+class StartOutput(BaseModel):
+    """A conversation just started with a server-minted id."""
+
+    model_config = ConfigDict(title="StartedConversation")
+
+    conversationId: str = Field(description="Pass this to ask on every turn of the conversation.")
+    title: str | None = Field(description="The title given, if any.")
+    expiresAt: str = Field(
+        description="When the conversation expires unless a turn extends it (RFC 3339, UTC)."
+    )
+
+    @classmethod
+    def of(cls, started: StartedConversation) -> StartOutput:
+        return cls(
+            conversationId=started.conversation_id,
+            title=started.title,
+            expiresAt=iso_time(started.expires_at),
+        )
+
+
+class ConversationItem(BaseModel):
+    """One conversation in a listing."""
+
+    conversationId: str = Field(description="The conversation's id.")
+    title: str | None = Field(description="Its title, if one was given.")
+    turns: int = Field(description="How many turns it has had.")
+    updatedAt: str = Field(description="When the last turn (or the start) happened (RFC 3339, UTC).")
+    expiresAt: str = Field(description="When it expires unless a turn extends it (RFC 3339, UTC).")
+
+    @classmethod
+    def of(cls, summary: ConversationSummary) -> ConversationItem:
+        return cls(
+            conversationId=summary.conversation_id,
+            title=summary.title,
+            turns=summary.turns,
+            updatedAt=iso_time(summary.updated_at),
+            expiresAt=iso_time(summary.expires_at),
+        )
+
+
+class ListOutput(BaseModel):
+    """A page of the caller's conversations, newest first."""
+
+    model_config = ConfigDict(title="ConversationList")
+
+    conversations: list[ConversationItem] = Field(description="Conversations, most recently updated first.")
+    nextCursor: str | None = Field(description="Pass as cursor for the next page; null on the last page.")
+
+    @classmethod
+    def of(cls, page: ConversationPage) -> ListOutput:
+        return cls(conversations=[ConversationItem.of(s) for s in page.items], nextCursor=page.next_cursor)
+
+
+class TurnItem(BaseModel):
+    """One stored turn."""
+
+    turn: int = Field(description="1-based number of the turn in its conversation.")
+    question: str = Field(description="The question asked.")
+    answer: str = Field(description="The answer given.")
+    at: str = Field(description="When the turn happened (RFC 3339, UTC).")
+    usage: UsageOut | None = Field(
+        None, description="Tokens the language model spent on this turn; null when no model answered it."
+    )
+
+    @classmethod
+    def of(cls, turn: Turn) -> TurnItem:
+        usage = (
+            UsageOut(inputTokens=turn.input_tokens, outputTokens=turn.output_tokens)
+            if turn.input_tokens is not None and turn.output_tokens is not None
+            else None
+        )
+        return cls(
+            turn=turn.number, question=turn.question, answer=turn.answer, at=iso_time(turn.at), usage=usage
+        )
+
+
+class ConversationOutput(BaseModel):
+    """A conversation read back, newest turn last."""
+
+    model_config = ConfigDict(title="Conversation")
+
+    conversationId: str = Field(description="The conversation's id.")
+    title: str | None = Field(description="Its title, if one was given.")
+    instructions: str | None = Field(description="Instructions bound when it was created, if any.")
+    turns: list[TurnItem] = Field(description="The kept turns (at most the limit asked), oldest first.")
+    condensed: bool = Field(
+        description="True when older turns were dropped to fit the conversation's limits."
+    )
+    expiresAt: str = Field(description="When it expires unless a turn extends it (RFC 3339, UTC).")
+
+    @classmethod
+    def of(cls, conversation: Conversation, turns: tuple[Turn, ...]) -> ConversationOutput:
+        return cls(
+            conversationId=conversation.conversation_id,
+            title=conversation.title,
+            instructions=conversation.instructions,
+            turns=[TurnItem.of(t) for t in turns],
+            condensed=conversation.dropped > 0,
+            expiresAt=iso_time(conversation.expires_at),
+        )
+
+
+class DeleteOutput(BaseModel):
+    """Whether a conversation was deleted."""
+
+    model_config = ConfigDict(title="DeleteResult")
+
+    deleted: bool = Field(
+        description="True if it existed and was deleted; false when there was nothing to delete."
+    )
+
+
+class DeleteAllOutput(BaseModel):
+    """How many of the caller's conversations were deleted."""
+
+    deleted: int = Field(description="Number of conversations deleted.")
