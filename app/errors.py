@@ -8,8 +8,10 @@ next, and never contains a token or another secret. Each surface renders them on
 
 from __future__ import annotations
 
+import email.utils
 import json
 import math
+import time
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
@@ -155,6 +157,32 @@ class AuthError(AnvilError):
 
     def __repr__(self) -> str:
         return f"AuthError({self.status}, {self.error!r}, {self.description!r})"
+
+
+def retry_after_seconds(
+    headers: Mapping[str, str], milliseconds: tuple[str, ...] = ("retry-after-ms",)
+) -> float | None:
+    """The wait a response asks for: a `milliseconds` header (`retry-after-ms`, Cosmos DB's
+    `x-ms-retry-after-ms`) first, else `Retry-After` as seconds or an HTTP date; None when none
+    is given or readable. Header names are matched case-insensitively, whatever `headers` is."""
+    named = {key.lower(): value for key, value in headers.items()}
+    for name in milliseconds:
+        try:
+            return max(0.0, float(named[name]) / 1000)
+        except (KeyError, ValueError):
+            continue
+    value = named.get("retry-after", "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def retry_after_header(seconds: float | None) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import email.utils
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -18,7 +17,6 @@ from app.adapters.engines.chat import (
     estimate_tokens,
     open_chat_engine,
     renumber_citations,
-    retry_after_seconds,
 )
 from app.domain.ports import Answer, Document, Exchange, Passage, PastExchange, Progress
 from app.settings import Settings
@@ -74,16 +72,6 @@ def test_an_answer_without_citations_cites_nothing() -> None:
         "The documentation does not cover this.",
         (),
     )
-
-
-def test_retry_after_is_read_in_milliseconds_seconds_or_as_a_date() -> None:
-    assert retry_after_seconds({"retry-after-ms": "1500"}) == 1.5
-    assert retry_after_seconds({"retry-after": "12"}) == 12.0
-    date = email.utils.formatdate(time.time() + 30, usegmt=True)
-    wait = retry_after_seconds({"retry-after": date})
-    assert wait is not None and 25 <= wait <= 31
-    assert retry_after_seconds({"retry-after": "soon"}) is None
-    assert retry_after_seconds({}) is None
 
 
 def test_instructions_join_the_system_prompt_and_one_shot_sends_no_history() -> None:

@@ -19,7 +19,6 @@ it. The API key is handed to the SDK and never logged.
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import math
 import re
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from app.domain.ports import Answer, AnswerEngine, Document, Passage, PastExchange, Progress, Usage
-from app.errors import EngineFailed, Unavailable
+from app.errors import EngineFailed, Unavailable, retry_after_seconds
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -344,28 +343,6 @@ def _reason(error: Any) -> str:
     message = body.get("message") if isinstance(body, dict) else None
     text = str(message or getattr(error, "message", "") or "no reason given")
     return " ".join(text.split())[:200]
-
-
-def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """The wait a `retry-after-ms` or `Retry-After` header names (seconds or an HTTP date)."""
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds:
-        try:
-            return max(0.0, float(milliseconds) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def open_chat_engine(settings: Settings, corpus: AnswerEngine) -> ChatEngine:
