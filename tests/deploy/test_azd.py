@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 import yaml
+from deploy.provider_schema import backend_struct, camel
+from deploy.terraform_config import ROOT, TERRAFORM, configuration, locals_
 from openapi_spec_validator import validate
-from provider_schema import backend_struct, camel
-from terraform_config import ROOT, TERRAFORM, configuration, locals_
 
 from app.main import create_app
 from app.settings import Settings

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
-from terraform_config import (
+from deploy.terraform_config import (
     TERRAFORM,
     blocks,
     locals_,

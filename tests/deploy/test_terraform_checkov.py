@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
-from terraform_config import ROOT, TERRAFORM
+from deploy.terraform_config import ROOT, TERRAFORM
 
 ACCEPTED = Path(__file__).with_name("checkov-accepted.yml")
 # After the directory: what docs/deployment.md shows, plus the JSON report the tests read.

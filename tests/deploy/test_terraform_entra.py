@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from terraform_config import blocks, configuration, locals_, one, resource
+from deploy.terraform_config import blocks, configuration, locals_, one, resource
 
 VSCODE = "aebc6443-996d-45c2-90f0-388ff96faa56"
 AZURE_CLI = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"

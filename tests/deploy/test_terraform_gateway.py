@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deploy.terraform_config import TERRAFORM, configuration, locals_, one, resource
 from openapi_spec_validator import validate
-from terraform_config import TERRAFORM, configuration, locals_, one, resource
 
 from app.main import create_app
 from app.rest.routes import WELL_KNOWN

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from provider_schema import PACKAGES, ROOT, check, check_references, schema
-from terraform_config import configuration, parse, references
+from deploy.provider_schema import PACKAGES, ROOT, check, check_references, schema
+from deploy.terraform_config import configuration, parse, references
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -32,6 +32,7 @@ from security.calls import CLIENT_ID, SCOPE, TENANT, ask_mcp, entra_env, new_id,
 from support.anvil_server import AnvilServer, free_port, run_anvil
 from support.entra_issuer import LOCAL_USER_OID, EntraIssuer, pkce_challenge, running_issuer
 
+from app.client import login
 from app.client.login import (
     DEFAULT_CLIENT_ID,
     Account,
@@ -49,7 +50,6 @@ from app.client.login import (
     discover,
     metadata_urls,
 )
-from app.client.rest import login
 
 API_SCOPE = f"api://{CLIENT_ID}/{SCOPE}"
 SERVER_URL = "https://anvil.example.com/mcp"
