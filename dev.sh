@@ -9,19 +9,28 @@ cd "$(dirname "$0")"
 VENV=.venv
 PY=${PYTHON:-python3}
 
+# Progress on stderr, so that what the commands themselves print stays theirs.
+say() { echo "dev.sh: $*" >&2; }
+
 ensure_venv() {
   if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     echo "dev.sh: Python 3.11 or newer is required (set PYTHON=/path/to/python3.11)" >&2
     exit 2
   fi
-  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  if [ ! -x "$VENV/bin/python" ]; then
+    say "creating a virtual environment in $VENV ($("$PY" --version))"
+    "$PY" -m venv "$VENV"
+  fi
   local stamp
-  stamp="$VENV/.installed-$(cat pyproject.toml | sha256sum | cut -c1-16)"
+  stamp="$VENV/.installed-$(sha256sum < pyproject.toml | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
-    "$VENV/bin/python" -m pip install --quiet --upgrade pip
-    "$VENV/bin/python" -m pip install --quiet -e ".[dev]"
+    say "updating pip"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    say "installing Anvil and its dependencies into $VENV (once; about a minute)"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[dev]"
     rm -f "$VENV"/.installed-*
     touch "$stamp"
+    say "installed: $("$VENV/bin/anvil" --version)"
   fi
 }
 
@@ -35,6 +44,7 @@ ensure_node_tools() {
   local stamp
   stamp="node_modules/.installed-$(cat package-lock.json | sha256sum | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
+    say "installing the Node test tools (npm ci)"
     npm ci --no-audit --no-fund --loglevel=error
     touch "$stamp"
   fi
@@ -47,6 +57,7 @@ CHECKOV_VERSION=3.3.30
 ensure_checkov() {
   local stamp="$CHECKOV_VENV/.installed-$CHECKOV_VERSION"
   if [ ! -f "$stamp" ]; then
+    say "installing checkov $CHECKOV_VERSION into $CHECKOV_VENV"
     [ -x "$CHECKOV_VENV/bin/python" ] || "$PY" -m venv "$CHECKOV_VENV"
     "$CHECKOV_VENV/bin/python" -m pip install --quiet "checkov==$CHECKOV_VERSION"
     rm -f "$CHECKOV_VENV"/.installed-*
@@ -58,7 +69,9 @@ case "${1:-}" in
   serve)
     shift
     ensure_venv
-    exec "$VENV/bin/anvil" serve "$@"
+    say "starting Anvil on embedded defaults (SQLite history in ${ANVIL_DATA_DIR:-.anvil}/, answers from docs/, local dev sign-in); Ctrl-C stops it"
+    # Logs a person reads, unless asked for JSON.
+    ANVIL_LOG_FORMAT="${ANVIL_LOG_FORMAT:-text}" exec "$VENV/bin/anvil" serve "$@"
     ;;
   test)
     shift
@@ -67,16 +80,16 @@ case "${1:-}" in
     ensure_checkov
     export PATH="$PWD/$VENV/bin:$PATH"
     echo "== ruff"
-    ruff check app tests bench
-    ruff format --check app tests bench
+    ruff check app tests bench .ci
+    ruff format --check app tests bench .ci
     echo "== mypy (strict)"
     mypy
+    echo "== file sizes"
+    python .ci/file_sizes.py
     echo "== pytest"
-    pytest "$@"
-    # The MCP single-exchange fast path is optional: the suite passes without it too. The
-    # deployment checks (tests/deploy) never start a server on it, so they run once.
-    echo "== pytest, with ANVIL_MCP_SINGLE_EXCHANGE=false"
-    ANVIL_MCP_SINGLE_EXCHANGE=false exec pytest --ignore=tests/deploy "$@"
+    # One worker per core (at least two: most of the time of a test that starts a server is
+    # waiting for it).
+    exec pytest -n "$(python -c 'import os; print(max(2, os.cpu_count() or 1))')" "$@"
     ;;
   *)
     echo "usage: ./dev.sh serve [--host H] [--port P] | ./dev.sh test [pytest args]" >&2

@@ -58,11 +58,6 @@ class EntraDiscovery:
         self._v2_url, self._v1_url = discovery_urls(authority, tenant)
         self._configuration: TenantConfiguration | None = None
 
-    @property
-    def configuration(self) -> TenantConfiguration | None:
-        """The documents' contents once read, else None."""
-        return self._configuration
-
     async def jwks_uri(self) -> str:
         """The key set's URL, reading both discovery documents the first time."""
         if self._configuration is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -46,10 +47,7 @@ class Turn(NamedTuple):
 
     def size(self) -> int:
         """Bytes this turn adds to a stored conversation (UTF-8 text; metadata is small and fixed)."""
-        # ASCII text (most text) is measured without encoding a copy of it.
-        q, a = self.question, self.answer
-        q_bytes = len(q) if q.isascii() else len(q.encode())
-        return q_bytes + (len(a) if a.isascii() else len(a.encode())) + 64
+        return len(self.question.encode()) + len(self.answer.encode()) + 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,20 +102,13 @@ class Conversation:
         while len(turns) - drop > 1 and total > max_bytes:
             total -= turns[drop].size()
             drop += 1
-        # Built directly: `dataclasses.replace` looks the fields up on every call, about 1 µs here
-        # and 5 µs of a turn under load (a test checks that no field is left behind).
-        return Conversation(
-            oid=self.oid,
-            tid=self.tid,
-            conversation_id=self.conversation_id,
-            created_at=self.created_at,
+        return dataclasses.replace(
+            self,
             updated_at=now,
             expires_at=now + ttl_seconds,
             version=self.version + 1,
             turns=turns[drop:],
             dropped=self.dropped + drop,
-            instructions=self.instructions,
-            title=self.title,
         )
 
 

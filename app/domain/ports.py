@@ -115,21 +115,13 @@ class ConversationStore(Protocol):
 
 
 class PastExchange(Protocol):
-    """An earlier question and its answer: an `Exchange`, or a stored turn handed over as is."""
+    """An earlier question and its answer (a stored turn is handed over as is), oldest first."""
 
     @property
     def question(self) -> str: ...
 
     @property
     def answer(self) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Exchange:
-    """An earlier question and answer of the conversation, oldest first when in a sequence."""
-
-    question: str
-    answer: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ forgets a conversation when this process deletes it.
 
 from __future__ import annotations
 
-import asyncio
+import anyio
 
 from app.domain.conversation import conversation_key
 from app.domain.ports import Stored
@@ -23,8 +23,8 @@ class Turns:
     def __init__(self, queue: TurnQueue, key: str) -> None:
         self._queue = queue
         self._key = key
-        # asyncio's lock: FIFO like anyio's; Anvil runs on asyncio, and this is taken on every turn.
-        self.lock = asyncio.Lock()
+        # FIFO: writers of one conversation go in the order they came.
+        self.lock = anyio.Lock()
         self.holders = 0
         #: The last version of the conversation this process wrote, and when (`TurnQueue.mark`).
         self.latest: Stored | None = None

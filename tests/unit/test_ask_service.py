@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import anyio
 import anyio.lowlevel
 import pytest
+from support.exchange import Exchange
 from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
@@ -18,7 +19,6 @@ from app.domain.conversation import CONVERSATION_ID_PATTERN, Conversation, Turn
 from app.domain.ports import (
     Answer,
     Document,
-    Exchange,
     Passage,
     PastExchange,
     Progress,

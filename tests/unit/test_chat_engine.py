@@ -8,6 +8,7 @@ from typing import Any
 
 import openai
 import pytest
+from support.exchange import Exchange
 from support.openai_server import FakeOpenAI, running_openai
 
 from app.adapters.engines.chat import (
@@ -18,7 +19,7 @@ from app.adapters.engines.chat import (
     open_chat_engine,
     renumber_citations,
 )
-from app.domain.ports import Answer, Document, Exchange, Passage, PastExchange, Progress
+from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
 from app.settings import Settings
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,6 @@ from app.adapters.engines.corpus import (
     CorpusPassage,
     chunk_text,
     file_passages,
-    load_corpus,
     parse_file,
     read_corpus,
     split_front_matter,
@@ -120,6 +119,11 @@ def test_a_word_longer_than_the_limit_is_cut_hard() -> None:
 
 def test_chunk_text_of_blank_text_is_empty() -> None:
     assert chunk_text("  \n\n \n") == []
+
+
+def load_corpus(root: Path) -> list[CorpusPassage]:
+    """Every passage of every corpus file under `root`, files in order, as the engine reads them."""
+    return [passage for file in read_corpus(root) for passage in file_passages(file)]
 
 
 def test_load_corpus_walks_the_directory_with_relative_sorted_sources(tmp_path: Path) -> None:

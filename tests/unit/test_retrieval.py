@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.exchange import Exchange
 
 from app.adapters.engines.corpus import CorpusPassage
 from app.adapters.engines.retrieval import (
@@ -14,7 +15,7 @@ from app.adapters.engines.retrieval import (
     looks_like_follow_up,
     tokenize,
 )
-from app.domain.ports import AnswerEngine, Exchange
+from app.domain.ports import AnswerEngine
 
 pytestmark = pytest.mark.anyio
 

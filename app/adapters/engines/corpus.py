@@ -178,11 +178,6 @@ def _skip(root: Path, source: str, why: str) -> None:
     logger.warning("corpus: skipped %s: %s", root / source, why)
 
 
-def load_corpus(corpus_dir: Path, max_chars: int = MAX_PASSAGE_CHARS) -> list[CorpusPassage]:
-    """Every passage of every corpus file under `corpus_dir` (see `read_corpus`), files in order."""
-    return [passage for file in read_corpus(corpus_dir) for passage in file_passages(file, max_chars)]
-
-
 def parse_file(markdown: str, source: str) -> CorpusFile:
     """The file `source` holding `markdown`: front matter stripped, titled.
 

@@ -34,7 +34,6 @@ class Bm25Index:
         self._ids: list[npt.NDArray[np.intp]] = []
         self._weights: list[Scores] = []
         idf: list[float] = []
-        best: list[float] = []
         for term, (ids, counts) in postings.items():
             self.vocabulary[term] = len(self._ids)
             id_array = np.array(ids, dtype=np.intp)
@@ -44,9 +43,7 @@ class Bm25Index:
             self._ids.append(id_array)
             self._weights.append(weights)
             idf.append(term_idf)
-            best.append(float(weights.max()))
         self._idf = idf
-        self._best = best
 
     def idf_of(self, document_frequency: int) -> float:
         """The IDF of a term found in `document_frequency` documents (zero gives the highest)."""
@@ -56,11 +53,6 @@ class Bm25Index:
         """The term's IDF; a term the index does not hold gets the highest there is."""
         number = self.vocabulary.get(term)
         return self.idf_of(0) if number is None else self._idf[number]
-
-    def best(self, term: str) -> float:
-        """The highest score the term alone gives any document (0 for an unknown term)."""
-        number = self.vocabulary.get(term)
-        return 0.0 if number is None else self._best[number]
 
     def add_scores(self, into: Scores, query: Mapping[str, float], weight: float = 1.0) -> None:
         """Add `weight` times the query's BM25 scores to `into` (one slot per document).
@@ -113,8 +105,3 @@ def top(scores: Scores, k: int) -> list[int]:
     else:
         order = np.argsort(-scores, kind="stable")[:k].tolist()
     return [i for i in order if scores[i] > 0]
-
-
-def term_weights(terms: Iterable[str]) -> dict[str, float]:
-    """Each distinct term once, counting 1 (a query's repeated words do not outweigh the rest)."""
-    return dict.fromkeys(terms, 1.0)
