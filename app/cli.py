@@ -6,16 +6,14 @@ import argparse
 import gc
 import json
 import os
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from app import __version__
 
 if TYPE_CHECKING:
-    from app.client.login import Account, UserSignIn
+    from app.client.signin import UserSignIn
     from app.settings import Settings
 
 #: Variables the command line reads for itself (`anvil ask`), not server settings: exporting
@@ -28,6 +26,11 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 EXIT_CLOSED_PIPE = 141
 
 
+def _say(message: str) -> None:
+    """Tell the user something on stderr (stdout carries results, or the bridge's protocol)."""
+    print(message, file=sys.stderr, flush=True)
+
+
 def _settings(**overrides: Any) -> Settings:
     """Settings from the environment plus command-line overrides; exits with one line if invalid."""
     from pydantic import ValidationError
@@ -36,101 +39,31 @@ def _settings(**overrides: Any) -> Settings:
 
     unknown = [name for name in unknown_variables(os.environ) if name.upper() not in CLIENT_VARIABLES]
     if unknown:
-        print(
+        _say(
             f"anvil: invalid configuration: unknown setting {', '.join(unknown)}; "
-            "see docs/configuration.md for the names",
-            file=sys.stderr,
+            "see docs/configuration.md for the names"
         )
         raise SystemExit(2)
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as error:
-        print(f"anvil: invalid configuration: {describe_error(error)}", file=sys.stderr)
+        _say(f"anvil: invalid configuration: {describe_error(error)}")
         raise SystemExit(2) from None
 
 
-#: Young-generation threshold for `anvil serve`. A young collection walks every young object
-#: still alive, and under load that includes each in-flight request's objects: the default 700
-#: collects very often, and 50,000 let them pile up into 15-60 ms pauses every couple of seconds
-#: (the p99 tail); 2,000 kept each pause to about a millisecond for the same or less CPU.
-GC_THRESHOLDS = (2_000, 20, 100)
-
-
-def settle_heap() -> None:
-    """Keep start-up objects (modules, schemas, the index) out of every future collection.
-
-    They live as long as the process, so scanning them again and again only adds pauses. (No
-    collection first: it would cost tens of milliseconds of start-up for a few kilobytes.)
-    """
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-    gc.enable()
-
-
 def serve(args: argparse.Namespace) -> int:
-    """Run the HTTP server until interrupted."""
-    # Start-up creates objects that live as long as the process and almost no garbage;
-    # collecting while they pile up scans them again and again (about 100 ms of a cold start).
-    # Collection comes back on, tuned, once the app has started (`settle_heap`).
+    """Run the HTTP server until interrupted (`app.serve`)."""
+    # Off until the server has started, from before the app is imported: see `app.serve.serve`.
     gc.disable()
-    import uvicorn
-
     settings = _settings(host=args.host, port=args.port)
-    from app.telemetry.logs import configure_logging
-
-    configure_logging(settings)
-    from app.http.frontdoor import front_door
-    from app.main import create_app
+    from app.serve import serve as serve_app
     from app.telemetry.setup import TelemetryError
 
     try:
-        api = create_app(settings)
+        return serve_app(settings)
     except TelemetryError as error:
-        print(f"anvil: invalid telemetry configuration: {error}", file=sys.stderr)
+        _say(f"anvil: invalid telemetry configuration: {error}")
         return 2
-
-    class Server(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
-            settle_heap()
-
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            # Readiness fails from the first signal on, while requests in flight finish.
-            api.state.draining = True
-            super().handle_exit(sig, frame)
-
-    config = uvicorn.Config(
-        api,
-        host=settings.host,
-        port=settings.port,
-        lifespan="on",
-        log_level=settings.log_level,
-        # uvicorn's loggers propagate to the root handler `configure_logging` set up (JSON lines).
-        log_config=None,
-        access_log=False,
-        server_header=False,
-        proxy_headers=False,
-        # uvicorn has no deadline or size limit for request heads, nor a deadline for bodies: the
-        # front door adds them, and keeps connections that have not sent a whole request out of
-        # `limit_concurrency`.
-        http=front_door(
-            header_timeout=settings.header_timeout_seconds,
-            max_header_bytes=settings.max_header_bytes,
-            body_timeout=settings.body_timeout_seconds,
-            draining=lambda: bool(getattr(api.state, "draining", False)),
-        ),
-        timeout_keep_alive=settings.keep_alive_seconds,
-        limit_concurrency=settings.max_concurrent_requests,
-        timeout_graceful_shutdown=settings.drain_seconds,
-    )
-    server = Server(config)
-    # uvicorn raises the stop signal again once it has drained, for the handler that was there
-    # before it: a no-op here, so that a requested stop is a clean exit (status 0).
-    for stop in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(stop, lambda *_: None)
-    server.run()
-    # uvicorn leaves `started` False when the lifespan failed (bad corpus, unreadable key, ...).
-    return 0 if server.started else 3
 
 
 def token(args: argparse.Namespace) -> int:
@@ -141,29 +74,25 @@ def token(args: argparse.Namespace) -> int:
     """
     settings = _settings()
     if settings.auth_mode != "dev":
-        print(
-            f"anvil: `anvil token` mints dev tokens, but ANVIL_AUTH_MODE is {settings.auth_mode!r}",
-            file=sys.stderr,
-        )
+        _say(f"anvil: `anvil token` mints dev tokens, but ANVIL_AUTH_MODE is {settings.auth_mode!r}")
         return 2
-    from app.auth.dev import DEV_SCOPE, KEY_FILE_NAME, user_oid
-    from app.client.tokens import dev_issuer
+    from app.devkey import DEV_SCOPE, KEY_FILE_NAME, DevKey, user_oid
 
     data_dir = settings.data_dir.resolve()
     created = not (data_dir / KEY_FILE_NAME).exists()
     try:
         user_oid(args.user)  # a bad user name must not leave a new key behind
-        issuer = dev_issuer(data_dir)
-        minted = issuer.mint(args.user, tenant=args.tenant, scopes=args.scope or [DEV_SCOPE], ttl=args.ttl)
+        minted = DevKey.load_or_create(data_dir).mint(
+            args.user, tenant=args.tenant, scopes=args.scope or [DEV_SCOPE], ttl=args.ttl
+        )
     except ValueError as error:
-        print(f"anvil: {error}", file=sys.stderr)
+        _say(f"anvil: {error}")
         return 2
-    print(f"anvil: signing with the dev key in {data_dir} ({KEY_FILE_NAME})", file=sys.stderr)
+    _say(f"anvil: signing with the dev key in {data_dir} ({KEY_FILE_NAME})")
     if created:
-        print(
+        _say(
             f"anvil: warning: {data_dir} held no dev key, so a new one was created; a server using another "
-            "data folder will refuse this token (run both with the same ANVIL_DATA_DIR)",
-            file=sys.stderr,
+            "data folder will refuse this token (run both with the same ANVIL_DATA_DIR)"
         )
     print(minted)
     return 0
@@ -171,19 +100,20 @@ def token(args: argparse.Namespace) -> int:
 
 def ask(args: argparse.Namespace) -> int:
     """Ask the server a question over REST and print the answer with its sources."""
-    from app.client.rest import EXIT_SIGN_IN_REFUSED, ClientError
+    from app.client.errors import EXIT_SIGN_IN, ClientError
     from app.client.rest import ask as ask_server
-    from app.client.tokens import SignInProblem, choose
+    from app.client.rest import render_answer
+    from app.client.tokens import choose
 
     try:
-        choice = choose(args.url, args.token, _settings)
+        choice = choose(args.url, args.token, lambda: _settings().data_dir)
         bearer = choice.source.get(False) if choice.source is not None else None
-    except SignInProblem as problem:
-        print(f"anvil: {problem}", file=sys.stderr)
+    except ClientError as problem:
+        _say(f"anvil: {problem.message}")
         return problem.exit_code
-    except Exception as error:  # the token source's own one-line reason (MSAL, the dev key)
-        print(f"anvil: {error}", file=sys.stderr)
-        return EXIT_SIGN_IN_REFUSED
+    except Exception as error:  # the token source's own one-line reason (the dev key)
+        _say(f"anvil: {error}")
+        return EXIT_SIGN_IN
     try:
         envelope = ask_server(
             args.url,
@@ -194,9 +124,9 @@ def ask(args: argparse.Namespace) -> int:
         )
     except ClientError as error:
         message = error.message
-        if error.exit_code == EXIT_SIGN_IN_REFUSED and choice.hint:
+        if error.exit_code == EXIT_SIGN_IN and choice.hint:
             message = f"{message} ({choice.hint})"
-        print(f"anvil: {message}", file=sys.stderr)
+        _say(f"anvil: {message}")
         return error.exit_code
     if args.json:
         print(json.dumps(envelope, indent=2, ensure_ascii=False))
@@ -204,7 +134,7 @@ def ask(args: argparse.Namespace) -> int:
     print(render_answer(envelope))
     note = envelope.get("note")
     if args.conversation is not None and isinstance(note, str) and note:
-        print(f"anvil: note: {note}", file=sys.stderr)
+        _say(f"anvil: note: {note}")
     return 0
 
 
@@ -212,64 +142,35 @@ def bridge(args: argparse.Namespace) -> int:
     """Serve MCP on stdin/stdout for a host, forwarding every request to the server at `--url`."""
     import anyio
 
-    from app.client.bridge import BridgeError, mcp_endpoint, serve_stdio
-    from app.client.tokens import SignInProblem, choose
+    from app.client.bridge import mcp_endpoint, serve_stdio
+    from app.client.errors import ClientError
+    from app.client.tokens import choose
 
     url = mcp_endpoint(args.url)
     try:
-        choice = choose(args.url, args.token, _settings)
+        choice = choose(args.url, args.token, lambda: _settings().data_dir)
         if choice.sign_in is not None:
-            _signed_in(choice.sign_in)
-    except SignInProblem as problem:
-        print(f"anvil bridge: {problem}", file=sys.stderr)
-        return problem.exit_code
-    try:
+            from app.client.signin import ensure_signed_in
+
+            ensure_signed_in(choice.sign_in, say=lambda message: _say(f"anvil: {message}"))
         anyio.run(serve_stdio, url, choice.source, choice.hint)
-    except BridgeError as error:
-        print(f"anvil bridge: {error.message}", file=sys.stderr)
+    except ClientError as error:
+        _say(f"anvil bridge: {error.message}")
         return error.exit_code
     except KeyboardInterrupt:
         return 130
     return 0
 
 
-def _signed_in(sign_in: UserSignIn) -> None:
-    """Make sure `sign_in` holds a working token, signing the user in when it does not (in a web
-    browser where one can be opened, else with a device code shown on stderr); `SignInProblem`
-    when that fails."""
-    from app.client.login import SignInError, SignInRequired
-    from app.client.tokens import SignInProblem
-
-    try:
-        sign_in.token()
-        return
-    except SignInRequired:
-        pass
-    except SignInError as error:
-        raise SignInProblem(str(error)) from None
-    try:
-        account = _sign_in(sign_in, device_code=False, prefix="anvil: ")
-    except SignInError as error:
-        raise SignInProblem(str(error)) from None
-    print(f"anvil: signed in as {account.username}", file=sys.stderr)
-
-
-def _sign_in(sign_in: UserSignIn, *, device_code: bool, prefix: str = "") -> Account:
-    """Sign the user in: in a web browser where one can be opened (unless `device_code`), else with
-    the device code flow, its instructions on stderr."""
-    from app.client.login import browser_available
-
-    if not device_code and browser_available():
-        print(f"{prefix}signing in in your web browser...", file=sys.stderr, flush=True)
-        return sign_in.login_in_browser()
-    return sign_in.login(prompt=lambda message: print(f"{prefix}{message}", file=sys.stderr, flush=True))
-
-
 def login(args: argparse.Namespace) -> int:
     """Sign in to the server at `--url` with a device code, or show who is signed in (`--status`)."""
 
+    from app.client.signin import sign_in_here
+
     def signed_in(sign_in: UserSignIn) -> int:
-        account = sign_in.who() if args.status else _sign_in(sign_in, device_code=args.device_code)
+        account = (
+            sign_in.who() if args.status else sign_in_here(sign_in, device_code=args.device_code, say=_say)
+        )
         if account is None:
             print(f"Not signed in to {args.url}")
             return 1
@@ -296,9 +197,8 @@ def logout(args: argparse.Namespace) -> int:
 def _with_user_sign_in(url: str, action: Callable[[UserSignIn], int]) -> int:
     """Run `action` with the user's sign-in to the server at `url`; its exit code, or a one-line
     reason on stderr and the exit code for it when the server cannot be asked or sign-in fails."""
-    from app.client.login import SignInError
-    from app.client.rest import EXIT_SIGN_IN_REFUSED
-    from app.client.tokens import SignInProblem, sign_in_for
+    from app.client.errors import ClientError
+    from app.client.tokens import sign_in_for
 
     try:
         sign_in = sign_in_for(url)
@@ -306,27 +206,9 @@ def _with_user_sign_in(url: str, action: Callable[[UserSignIn], int]) -> int:
             print(f"anvil: {url} asks for no sign-in; nothing to do")
             return 0
         return action(sign_in)
-    except SignInProblem as problem:
-        print(f"anvil: {problem}", file=sys.stderr)
-        return problem.exit_code
-    except SignInError as error:
-        print(f"anvil: {error}", file=sys.stderr)
-        return EXIT_SIGN_IN_REFUSED
-
-
-def render_answer(envelope: dict[str, Any]) -> str:
-    """The answer, its sources (`- file (heading)`) and the conversation turn, as plain text."""
-    parts = [str(envelope.get("answer", "")).rstrip()]
-    sources = [s for s in envelope.get("sources") or [] if isinstance(s, dict)]
-    if sources:
-        lines = [
-            f"- {s.get('source')} ({s.get('heading')})" if s.get("heading") else f"- {s.get('source')}"
-            for s in sources
-        ]
-        parts.append("Sources:\n" + "\n".join(lines))
-    if envelope.get("conversationId"):
-        parts.append(f"(conversation {envelope['conversationId']}, turn {envelope.get('turn')})")
-    return "\n\n".join(parts)
+    except ClientError as error:
+        _say(f"anvil: {error.message}")
+        return error.exit_code
 
 
 def openapi(args: argparse.Namespace) -> int:
@@ -339,11 +221,10 @@ def openapi(args: argparse.Namespace) -> int:
         from app.rest.openapi30 import CLIENT_ID_PLACEHOLDER, TENANT_ID_PLACEHOLDER, entra_scheme, openapi_30
 
         if settings.auth_mode != "entra":
-            print(
+            _say(
                 f"anvil: note: ANVIL_AUTH_MODE is {settings.auth_mode!r}, so the oauth2 sign-in scheme names "
                 f"the placeholders {TENANT_ID_PLACEHOLDER} and {CLIENT_ID_PLACEHOLDER}; set "
-                "ANVIL_AUTH_MODE=entra with both to fill them in",
-                file=sys.stderr,
+                "ANVIL_AUTH_MODE=entra with both to fill them in"
             )
         document = openapi_30(document, security=entra_scheme(settings))
     print(json.dumps(document, indent=2))
@@ -361,19 +242,17 @@ def _conversation_id(value: str) -> str:
 
 def _server_url(value: str) -> str:
     """argparse type: an http(s) URL with a host, without a trailing slash."""
+    from app.urls import checked_url
+
     try:
-        parts = urlsplit(value)
-        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+        return checked_url(value, bare=False)
     except ValueError:
-        valid = False
-    if not valid:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an http(s) URL like {DEFAULT_URL}")
-    return value.rstrip("/")
+        raise argparse.ArgumentTypeError(f"{value!r} is not an http(s) URL like {DEFAULT_URL}") from None
 
 
 def _ttl(value: str) -> int:
     """argparse type: a token lifetime in whole seconds, from 1 second to 30 days."""
-    from app.auth.dev import MAX_TTL_SECONDS
+    from app.devkey import MAX_TTL_SECONDS
 
     try:
         seconds = int(value)
@@ -392,6 +271,15 @@ def _question(value: str) -> str:
     if not value.strip():
         raise argparse.ArgumentTypeError("the question is empty")
     return value
+
+
+def _url_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--url",
+        type=_server_url,
+        default=os.environ.get("ANVIL_URL") or DEFAULT_URL,
+        help=f"{what} (default: ANVIL_URL, else {DEFAULT_URL})",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -416,12 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("ask", help="ask a running server a question (REST POST /api/ask)")
     p.add_argument("question", type=_question, metavar="QUESTION", help="the question, in plain words")
-    p.add_argument(
-        "--url",
-        type=_server_url,
-        default=os.environ.get("ANVIL_URL") or DEFAULT_URL,
-        help=f"the server's base URL (default: ANVIL_URL, else {DEFAULT_URL})",
-    )
+    _url_argument(p, "the server's base URL")
     p.add_argument(
         "--conversation",
         type=_conversation_id,
@@ -443,12 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="A stdio MCP server for hosts that only start local servers: every request goes "
         "to the Anvil at --url over Streamable HTTP, signed in as the user (see `anvil login`).",
     )
-    p.add_argument(
-        "--url",
-        type=_server_url,
-        default=os.environ.get("ANVIL_URL") or DEFAULT_URL,
-        help=f"the server's base URL or its /mcp endpoint (default: ANVIL_URL, else {DEFAULT_URL})",
-    )
+    _url_argument(p, "the server's base URL or its /mcp endpoint")
     p.add_argument(
         "--token",
         help="bearer token (default: ANVIL_TOKEN, else a dev token for a local dev server, "
@@ -461,12 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("logout", logout, "forget the user signed in to a server, and their tokens"),
     ):
         p = commands.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.")
-        p.add_argument(
-            "--url",
-            type=_server_url,
-            default=os.environ.get("ANVIL_URL") or DEFAULT_URL,
-            help=f"the server's base URL or its /mcp endpoint (default: ANVIL_URL, else {DEFAULT_URL})",
-        )
+        _url_argument(p, "the server's base URL or its /mcp endpoint")
         if name == "login":
             p.add_argument("--status", action="store_true", help="only show who is signed in")
             p.add_argument(

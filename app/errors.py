@@ -2,39 +2,18 @@
 
 Messages are written for the caller (often an agent): each says what went wrong and what to do
 next, and never contains a token or another secret. Each surface renders them once:
-`problem_response` here for HTTP (RFC 9457 `application/problem+json`), and the MCP surface's
-`tool_error` for a tool result with `isError: true`.
+`app.http.problems.error_response` for HTTP (RFC 9457 `application/problem+json`), and the MCP
+surface's `tool_error` for a tool result with `isError: true`. Nothing here knows a web framework,
+so the domain can raise these without reaching one.
 """
 
 from __future__ import annotations
 
 import email.utils
-import json
 import math
 import time
 from collections.abc import Iterable, Mapping
 from typing import Literal
-
-from starlette.responses import Response
-
-PROBLEM_TYPE_BASE = "https://anvil.dev/problems/"
-
-_TITLES = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    409: "Conflict",
-    413: "Content Too Large",
-    421: "Misdirected Request",
-    422: "Unprocessable Content",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-}
 
 
 class AnvilError(Exception):
@@ -188,32 +167,3 @@ def retry_after_seconds(
 def retry_after_header(seconds: float | None) -> str:
     """The `Retry-After` value for a wait of `seconds`: whole seconds, at least 1."""
     return str(max(1, math.ceil(seconds or 1)))
-
-
-def problem_document(status: int, detail: str, kind: str | None = None) -> dict[str, object]:
-    """The RFC 9457 body: `type`, `title`, `status`, `detail` (which must be safe to show)."""
-    return {
-        "type": PROBLEM_TYPE_BASE + (kind or str(status)),
-        "title": _TITLES.get(status, "Error"),
-        "status": status,
-        "detail": detail,
-    }
-
-
-def problem_response(
-    status: int, detail: str, *, kind: str | None = None, headers: Mapping[str, str] | None = None
-) -> Response:
-    """An `application/problem+json` response; `detail` must be safe to show (no secrets)."""
-    return Response(
-        json.dumps(problem_document(status, detail, kind)),
-        status_code=status,
-        media_type="application/problem+json",
-        headers=dict(headers or {}),
-    )
-
-
-def error_response(error: AnvilError, headers: Mapping[str, str] | None = None) -> Response:
-    """The problem response for `error`, with its own headers and any `headers` given."""
-    return problem_response(
-        error.status, error.message, kind=error.kind, headers={**error.headers(), **(headers or {})}
-    )

@@ -1,20 +1,36 @@
-"""The long-lived objects of a running Anvil: opened by the app's lifespan, read per request.
+"""The long-lived objects of a running Anvil: opened and closed by the app's one lifespan, read
+per request.
 
-The lifespan yields `{"runtime": Runtime(...)}` as the ASGI lifespan state, which the server
-copies into every request's `scope["state"]`; the surfaces read it from there.
+`lifespan(...)` opens, in order, the conversation store, the answer engine (its index built off
+the event loop) and sign-in, assembles the services into a `Runtime`, starts the SDK's request
+managers, and yields `{"runtime": Runtime(...)}` as the ASGI lifespan state, which the server
+copies into every request's `scope["state"]`; the surfaces read it from there (`runtime_of`).
+Everything opened is closed again, in reverse order, at shutdown.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.domain.ask import AskService
+import anyio
+from starlette.datastructures import State
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from app.auth.setup import open_auth, protected_resource_metadata
+from app.domain.ask import AskService, HistoryLimits
 from app.domain.lifecycle import ConversationService
-from app.domain.ports import Verifier
+from app.domain.ports import AnswerEngine, ConversationStore, Verifier
+from app.domain.turn_queue import TurnQueue
 from app.settings import Settings
-from app.telemetry.setup import Telemetry
+from app.stores.factory import open_store
+from app.telemetry.instruments import Telemetry
+from app.telemetry.traced import TracedEngine, TracedStore
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -29,8 +45,8 @@ class Runtime:
     #: The RFC 9728 protected-resource document; None when sign-in is off.
     resource_metadata: dict[str, object] | None = None
     readiness: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
-    #: None unless an exporter is configured (`app.telemetry.setup`).
-    telemetry: Telemetry | None = None
+    #: Records nothing unless an exporter is configured (`app.telemetry.setup`).
+    telemetry: Telemetry = field(default_factory=Telemetry.off)
     #: How many documents the answer engine's corpus holds; None when it reads none (echo).
     corpus_documents: int | None = None
 
@@ -42,3 +58,134 @@ def runtime_of(scope: Mapping[str, Any]) -> Runtime:
     if not isinstance(runtime, Runtime):
         raise RuntimeError("Anvil has not started: the ASGI server did not run the app's lifespan")
     return runtime
+
+
+async def open_engine(settings: Settings, stack: AsyncExitStack) -> tuple[AnswerEngine, int | None]:
+    """The configured answer engine, and how many documents its corpus holds (None for echo,
+    which reads none); the corpus index is built off the event loop.
+
+    The language-model engines answer from the same index as the embedded one.
+    """
+    if settings.answer_engine == "echo":
+        from app.adapters.engines.echo import EchoEngine
+
+        return EchoEngine(), None
+    from app.adapters.engines.retrieval import RetrievalEngine
+
+    corpus = settings.corpus_path()
+    if not corpus.is_dir():
+        raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of Markdown files")
+    retrieval = await anyio.to_thread.run_sync(RetrievalEngine.build, corpus)
+    if settings.answer_engine == "retrieval":
+        return retrieval, retrieval.document_count
+    from app.adapters.engines.chat import open_chat_engine
+
+    engine = open_chat_engine(settings, retrieval)
+    stack.push_async_callback(engine.aclose)
+    return engine, retrieval.document_count
+
+
+async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Telemetry) -> Runtime:
+    """Open the store, the answer engine and sign-in; `stack` closes them again. The store and
+    the engine record through `telemetry`."""
+    opened: ConversationStore = await open_store(settings)
+    stack.push_async_callback(opened.aclose)
+    store = TracedStore(opened, telemetry, settings.store)
+    engine, corpus_documents = await open_engine(settings, stack)
+    model = settings.openai_model if settings.answer_engine == "openai" else None
+    if settings.answer_engine == "azure-openai":
+        model = settings.azure_openai_deployment
+    engine = TracedEngine(engine, telemetry, model)
+    auth = await open_auth(settings)
+    if auth.aclose is not None:
+        stack.push_async_callback(auth.aclose)
+    readiness: dict[str, Callable[[], Awaitable[None]]] = {"store": store.check}
+    if auth.readiness is not None:
+        readiness["signing-keys"] = auth.readiness
+    # One queue of writers for both services: a delete makes the writers forget the conversation.
+    writers = TurnQueue()
+    return Runtime(
+        settings=settings,
+        service=AskService(
+            store,
+            engine,
+            limits=HistoryLimits(
+                max_turns=settings.history_max_turns,
+                max_bytes=settings.history_max_bytes,
+                ttl_seconds=settings.history_ttl_seconds,
+            ),
+            max_question_chars=settings.max_question_chars,
+            max_conversations=settings.max_conversations_per_user,
+            writers=writers,
+        ),
+        conversations=ConversationService(
+            store,
+            ttl_seconds=settings.history_ttl_seconds,
+            max_instructions_chars=settings.max_question_chars,
+            max_conversations=settings.max_conversations_per_user,
+            writers=writers,
+        ),
+        verifier=auth.verifier,
+        corpus_documents=corpus_documents,
+        resource_metadata=protected_resource_metadata(settings, auth) if auth.verifier is not None else None,
+        readiness=readiness,
+        telemetry=telemetry,
+    )
+
+
+def lifespan(
+    settings: Settings,
+    telemetry: Telemetry,
+    managers: tuple[Callable[[], AbstractAsyncContextManager[Any]], ...],
+    state: State,
+) -> Callable[[Any], AbstractAsyncContextManager[dict[str, Any]]]:
+    """The app's lifespan: the runtime opened, then each of `managers` run (the SDK's request
+    managers), all closed again at shutdown. A failure to start is kept in `state` for
+    `StartupFailures` to report."""
+
+    @asynccontextmanager
+    async def run(_: Any) -> AsyncIterator[dict[str, Any]]:
+        async with AsyncExitStack() as stack:
+            # Last out: whatever the shutdown logs and records is still exported.
+            stack.callback(telemetry.shutdown)
+            try:
+                runtime = await open_runtime(settings, stack, telemetry)
+            except Exception as error:
+                # Said in one line by `StartupFailures`: a configuration or storage problem, which
+                # the operator fixes from the message, not from a traceback.
+                state.startup_failure = " ".join(str(error).split()) or type(error).__name__
+                raise
+            for manager in managers:
+                await stack.enter_async_context(manager())
+            logger.info(
+                "Anvil ready on %s: store=%s engine=%s auth=%s",
+                settings.base_url,
+                settings.store,
+                runtime.service.engine.name,
+                settings.auth_mode,
+            )
+            yield {"runtime": runtime}
+
+    return run
+
+
+class StartupFailures:
+    """ASGI middleware: a failed start-up is reported to the server as one line naming the cause
+    (`Anvil cannot start: ...`) instead of the traceback Starlette sends."""
+
+    def __init__(self, app: ASGIApp, *, state: State) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def report(message: Message) -> None:
+            cause = getattr(self.state, "startup_failure", None)
+            if message["type"] == "lifespan.startup.failed" and cause:
+                message = {**message, "message": f"Anvil cannot start: {cause}"}
+            await send(message)
+
+        await self.app(scope, receive, report)

@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 from pydantic import BeforeValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.urls import checked_url, is_loopback
+
 LIST_FORMS = 'the values separated by commas (one,two) or a JSON list of strings (["one","two"])'
 #: No value of a list setting (a Host, an Origin, a scope, a tenant id) holds a quote, a comma or
 #: a space: one that does is a quoted or space-separated list read as one value, matching nothing.
@@ -76,16 +78,6 @@ _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 
 def _is_guid(value: str) -> bool:
     return _GUID.fullmatch(value) is not None
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (a bind address or host name) only accepts local connections."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 class Settings(BaseSettings):
@@ -346,24 +338,11 @@ class Settings(BaseSettings):
             "when a tracer provider is configured at start-up, `on` always, `off` never."
         ),
     )
-    mcp_single_exchange: bool = Field(
-        True,
-        description=(
-            "Serve plain `tools/call` and `tools/list` requests of either era as one exchange "
-            "through the SDK's request pipeline, without the per-request session its stateless "
-            "transport builds (`false`: every MCP request goes through the SDK's request manager)."
-        ),
-    )
 
     @field_validator("public_url")
     @classmethod
     def _check_public_url(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-            raise ValueError("must be an absolute http(s) URL without query or fragment, e.g. https://host")
-        return value.rstrip("/")
+        return None if value is None else checked_url(value)
 
     @model_validator(mode="after")
     def _refuse_unsafe(self) -> Self:
@@ -391,12 +370,7 @@ class Settings(BaseSettings):
     @field_validator("openai_base_url", "azure_openai_endpoint")
     @classmethod
     def _model_endpoint(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-            raise ValueError("must be an absolute http(s) URL without query or fragment")
-        return value.rstrip("/")
+        return None if value is None else checked_url(value, example="https://api.example.com/v1")
 
     def _check_entra(self) -> None:
         tenant = self.entra_tenant_id
@@ -425,15 +399,10 @@ class Settings(BaseSettings):
             raise ValueError("ANVIL_ENTRA_REQUIRED_SCOPES must list scope names without spaces")
         if not self.entra_required_scopes:
             raise ValueError("ANVIL_ENTRA_REQUIRED_SCOPES must name at least one delegated scope")
-        parts = urlsplit(self.entra_authority)
-        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-            raise ValueError(
-                "ANVIL_ENTRA_AUTHORITY must be an absolute URL such as https://login.microsoftonline.com"
-            )
-        if parts.scheme == "http" and not is_loopback(parts.hostname or ""):
-            raise ValueError(
-                "ANVIL_ENTRA_AUTHORITY must use https (plain http only for a loopback test issuer)"
-            )
+        try:
+            checked_url(self.entra_authority, https=True, example="https://login.microsoftonline.com")
+        except ValueError as error:
+            raise ValueError(f"ANVIL_ENTRA_AUTHORITY {error}") from None
 
     @property
     def entra_authority_url(self) -> str:

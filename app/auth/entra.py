@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -23,7 +22,8 @@ import app
 from app.auth.jwks import JwksKeySource, get_json
 from app.auth.setup import AuthSetup
 from app.auth.verifier import TokenVerifier
-from app.settings import MULTI_TENANT, Settings, is_loopback
+from app.settings import MULTI_TENANT, Settings
+from app.urls import checked_url
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,10 @@ class EntraDiscovery:
         v2 = await get_json(self._client, self._v2_url)
         v1 = await get_json(self._client, self._v1_url)
         jwks_uri = _field(v2, "jwks_uri", self._v2_url)
-        _check_url(jwks_uri, f"jwks_uri of {self._v2_url}")
+        try:
+            checked_url(jwks_uri, https=True, bare=False, example="https://login.example/tenant/keys")
+        except ValueError as error:
+            raise ValueError(f"jwks_uri of {self._v2_url} {error}") from None
         configuration = TenantConfiguration(
             issuers=(_field(v2, "issuer", self._v2_url), _field(v1, "issuer", self._v1_url)),
             jwks_uri=jwks_uri,
@@ -88,15 +91,6 @@ def _field(document: object, name: str, url: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{url} has no {name!r}")
     return value
-
-
-def _check_url(url: str, what: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme == "https" and parts.netloc:
-        return
-    if parts.scheme == "http" and is_loopback(parts.hostname or ""):
-        return
-    raise ValueError(f"{what} must be an https URL")
 
 
 def build_verifier(settings: Settings, discovery: EntraDiscovery, keys: JwksKeySource) -> TokenVerifier:

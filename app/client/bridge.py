@@ -15,6 +15,7 @@ token once and resends the request.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AsyncExitStack
@@ -33,6 +34,8 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from app import __version__
+from app.client.errors import EXIT_PROBLEM, EXIT_SIGN_IN, EXIT_UNREACHABLE, ClientError
+from app.errors import retry_after_seconds
 
 #: A token is renewed this many seconds before its `exp`, so no request carries one that expires
 #: on the way (Entra's own clients renew five minutes ahead too).
@@ -64,7 +67,8 @@ class HttpFailure:
 
     status: int
     detail: str | None
-    retry_after: str | None
+    #: Seconds the server asked to wait (`Retry-After`), if it did.
+    retry_after: float | None
 
     def describe(self, url: str, sign_in_hint: str | None = None) -> str:
         """One line for the host (and the model reading the error); `sign_in_hint` follows a 401."""
@@ -73,8 +77,8 @@ class HttpFailure:
             text = f"{url} refused sign-in (HTTP 401)"
         if self.detail:
             text = f"{text}: {self.detail}"
-        if self.retry_after:
-            text = f"{text} (retry after {self.retry_after} s)"
+        if self.retry_after is not None:
+            text = f"{text} (retry after {math.ceil(self.retry_after)} s)"
         if self.status == 401 and sign_in_hint:
             text = f"{text} ({sign_in_hint})"
         return text
@@ -159,7 +163,7 @@ class BearerAuth(httpx2.Auth):
                 body = None
             if isinstance(body, dict) and isinstance(body.get("detail"), str):
                 detail = body["detail"].rstrip(".")
-        self.last_failure = HttpFailure(response.status_code, detail, response.headers.get("retry-after"))
+        self.last_failure = HttpFailure(response.status_code, detail, retry_after_seconds(response.headers))
 
 
 def mcp_endpoint(url: str) -> str:
@@ -269,21 +273,6 @@ def _cursor(params: types.PaginatedRequestParams | None) -> str | None:
     return params.cursor if params is not None else None
 
 
-class BridgeError(Exception):
-    """The bridge could not connect: `message` is one line, `exit_code` what the command ends with."""
-
-    def __init__(self, exit_code: int, message: str) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.message = message
-
-
-#: Exit codes, as `anvil ask` uses them.
-EXIT_UNREACHABLE = 3
-EXIT_SIGN_IN_REFUSED = 4
-EXIT_PROBLEM = 6
-
-
 def _leaves(error: BaseException) -> list[BaseException]:
     """The exceptions inside (nested) exception groups, or the exception itself."""
     if isinstance(error, BaseExceptionGroup):
@@ -295,7 +284,7 @@ async def connect(
     url: str, source: TokenSource | None, stack: AsyncExitStack, sign_in_hint: str | None = None
 ) -> tuple[Client, BearerAuth]:
     """A client connected to the MCP endpoint at `url` (in the newest era both sides speak);
-    `BridgeError` when it cannot be."""
+    `ClientError` when it cannot be."""
     auth = BearerAuth(source)
     http = await stack.enter_async_context(
         httpx2.AsyncClient(
@@ -320,18 +309,18 @@ async def connect(
 
 def _connect_failure(
     url: str, error: Exception, failure: HttpFailure | None, sign_in_hint: str | None
-) -> BridgeError:
+) -> ClientError:
     leaves = _leaves(error)
     if failure is not None:
-        code = EXIT_SIGN_IN_REFUSED if failure.status in (401, 403) else EXIT_PROBLEM
-        return BridgeError(code, failure.describe(url, sign_in_hint))
+        code = EXIT_SIGN_IN if failure.status in (401, 403) else EXIT_PROBLEM
+        return ClientError(failure.describe(url, sign_in_hint), code)
     for leaf in leaves:
         if isinstance(leaf, httpx2.TransportError):
-            return BridgeError(EXIT_UNREACHABLE, f"{url} could not be reached: {leaf or type(leaf).__name__}")
+            return ClientError(f"{url} could not be reached: {leaf or type(leaf).__name__}", EXIT_UNREACHABLE)
     for leaf in leaves:
         if isinstance(leaf, MCPError):
-            return BridgeError(EXIT_PROBLEM, f"{url} refused to connect: {leaf.message}")
-    return BridgeError(EXIT_PROBLEM, f"{url} refused to connect: {leaves[0]!r}")
+            return ClientError(f"{url} refused to connect: {leaf.message}", EXIT_PROBLEM)
+    return ClientError(f"{url} refused to connect: {leaves[0]!r}", EXIT_PROBLEM)
 
 
 async def serve_stdio(url: str, source: TokenSource | None, sign_in_hint: str | None = None) -> None:

@@ -1,37 +1,26 @@
 """A small HTTP client for Anvil's REST API, as `anvil ask` uses it.
 
-Every failure becomes one `ClientError` carrying a one-line message for a person and the exit
-code the command line ends with, so a caller never sees a traceback: the server could not be
-reached (3), sign-in was refused (4), the server is busy (5), or it answered with another
-problem (6). Problem documents (RFC 9457) are read for their `detail`.
+Every failure becomes one `ClientError` (`app.client.errors`, with the exit codes), so a caller
+never sees a traceback: the server could not be reached, sign-in was refused, the server is busy,
+or it answered with another problem. Problem documents (RFC 9457) are read for their `detail`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
+from app.client.errors import EXIT_BUSY, EXIT_PROBLEM, EXIT_SIGN_IN, EXIT_UNREACHABLE, ClientError
+from app.errors import retry_after_seconds
+
 #: Seconds to wait for a connection: a local or healthy server accepts at once.
 CONNECT_TIMEOUT = 5.0
 #: Seconds to wait for the answer: a language model may take a while to write it.
 ANSWER_TIMEOUT = 120.0
-
-EXIT_UNREACHABLE = 3
-EXIT_SIGN_IN_REFUSED = 4
-EXIT_BUSY = 5
-EXIT_PROBLEM = 6
-
-
-class ClientError(Exception):
-    """A request that did not produce a result: `message` is one line, `exit_code` the status."""
-
-    def __init__(self, exit_code: int, message: str) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.message = message
 
 
 def ask(
@@ -65,17 +54,17 @@ def post_json(
     except httpx.TimeoutException as error:
         waited = CONNECT_TIMEOUT if isinstance(error, httpx.ConnectTimeout) else timeout
         raise ClientError(
-            EXIT_UNREACHABLE,
             f"no answer from {endpoint} within {waited:g} s; is the server up and reachable?",
+            EXIT_UNREACHABLE,
         ) from None
     except httpx.TransportError as error:
         raise ClientError(
-            EXIT_UNREACHABLE,
             f"cannot reach the server at {endpoint} ({_reason(error)}); start one with `anvil serve`, "
             "or pass --url (or set ANVIL_URL)",
+            EXIT_UNREACHABLE,
         ) from None
     except httpx.InvalidURL as error:
-        raise ClientError(EXIT_UNREACHABLE, f"invalid server URL {endpoint}: {error}") from None
+        raise ClientError(f"invalid server URL {endpoint}: {error}", EXIT_UNREACHABLE) from None
     if response.is_success:
         try:
             envelope = response.json()
@@ -83,7 +72,7 @@ def post_json(
             envelope = None
         if not isinstance(envelope, dict):
             raise ClientError(
-                EXIT_PROBLEM, f"{endpoint} answered HTTP {response.status_code} without a JSON object"
+                f"{endpoint} answered HTTP {response.status_code} without a JSON object", EXIT_PROBLEM
             )
         return envelope
     raise _failure(endpoint, response)
@@ -96,18 +85,18 @@ def _failure(endpoint: str, response: httpx.Response) -> ClientError:
     if status in (401, 403):
         said = f": {detail}" if detail else ""
         return ClientError(
-            EXIT_SIGN_IN_REFUSED,
             f"sign-in was refused (HTTP {status}{said}); pass a token the server accepts with --token or "
             "ANVIL_TOKEN, or for a local dev server run with the server's ANVIL_DATA_DIR",
+            EXIT_SIGN_IN,
         )
     if status in (429, 503):
-        retry = retry_after(response)
-        wait = f"; retry in {retry} s" if retry is not None else "; retry later"
-        return ClientError(EXIT_BUSY, f"the server is busy (HTTP {status}: {detail or 'unavailable'}){wait}")
+        retry = retry_after_seconds(response.headers)
+        wait = f"; retry in {math.ceil(retry)} s" if retry is not None else "; retry later"
+        return ClientError(f"the server is busy (HTTP {status}: {detail or 'unavailable'}){wait}", EXIT_BUSY)
     if detail:
-        return ClientError(EXIT_PROBLEM, f"HTTP {status}: {detail}")
+        return ClientError(f"HTTP {status}: {detail}", EXIT_PROBLEM)
     kind = response.headers.get("content-type", "no content type").split(";")[0]
-    return ClientError(EXIT_PROBLEM, f"{endpoint} answered HTTP {status} ({kind}); is this an Anvil server?")
+    return ClientError(f"{endpoint} answered HTTP {status} ({kind}); is this an Anvil server?", EXIT_PROBLEM)
 
 
 def problem_detail(response: httpx.Response) -> str | None:
@@ -125,13 +114,22 @@ def problem_detail(response: httpx.Response) -> str | None:
     return None
 
 
-def retry_after(response: httpx.Response) -> int | None:
-    """The `Retry-After` header in whole seconds, when it is given as seconds."""
-    value = response.headers.get("retry-after", "").strip()
-    return int(value) if value.isdigit() else None
-
-
 def _reason(error: httpx.TransportError) -> str:
     """A short reason for a failed connection, without the exception's nested chain."""
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]
+
+
+def render_answer(envelope: Mapping[str, Any]) -> str:
+    """The answer, its sources (`- file (heading)`) and the conversation turn, as plain text."""
+    parts = [str(envelope.get("answer", "")).rstrip()]
+    sources = [s for s in envelope.get("sources") or [] if isinstance(s, dict)]
+    if sources:
+        lines = [
+            f"- {s.get('source')} ({s.get('heading')})" if s.get("heading") else f"- {s.get('source')}"
+            for s in sources
+        ]
+        parts.append("Sources:\n" + "\n".join(lines))
+    if envelope.get("conversationId"):
+        parts.append(f"(conversation {envelope['conversationId']}, turn {envelope.get('turn')})")
+    return "\n\n".join(parts)

@@ -75,7 +75,7 @@ class AskRequest:
 
 @dataclass(frozen=True, slots=True)
 class AskResult:
-    """The envelope every surface returns for `ask`."""
+    """The envelope every surface returns for `ask`, with its `outcome`: what telemetry counts."""
 
     answer: str
     conversation_id: str | None
@@ -86,6 +86,7 @@ class AskResult:
     sources: tuple[Passage, ...]
     #: The language model's token usage for this answer; None when no model was called.
     usage: Usage | None = None
+    outcome: str = "one_shot"  # or "created", "continued", "replayed" (never in the tool's result)
 
 
 class AskService:
@@ -352,6 +353,7 @@ def _result(
         note=" ".join(notes) or None,
         created=stored is None,
         turn=turn.number,
+        outcome="created" if stored is None else "continued",
         condensed=updated.dropped > 0 or answer.history_left_out > 0,
         sources=answer.sources,
         usage=answer.usage,
@@ -390,10 +392,14 @@ def _find_receipt(stored: Conversation, request: AskRequest, digest: str | None)
             turn=turn.number,
             condensed=stored.dropped > 0,
             sources=(),
-            usage=(
-                Usage(turn.input_tokens, turn.output_tokens)
-                if turn.input_tokens is not None and turn.output_tokens is not None
-                else None
-            ),
+            usage=_usage_of(turn),
+            outcome="replayed",
         )
     return None
+
+
+def _usage_of(turn: Turn) -> Usage | None:
+    """The token usage stored with `turn`, if a model answered it."""
+    if turn.input_tokens is None or turn.output_tokens is None:
+        return None
+    return Usage(turn.input_tokens, turn.output_tokens)

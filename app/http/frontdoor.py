@@ -89,7 +89,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.errors import problem_document
+from app.http.problems import problem_document
 
 logger = logging.getLogger(__name__)
 

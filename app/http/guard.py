@@ -4,9 +4,9 @@
 browser Origin (403), method on `/mcp` (405), a declared body larger than the limit (413).
 
 `BodyGuard`, after sign-in, so that a caller without a valid token never gets to send a body:
-the body must stay within the limit (413, before anything parses it); then the
-`MCP-Protocol-Version` header (-32022 naming every version Anvil serves). One place for them, so
-REST and MCP behave alike. The body's deadline (408) is kept by the front door
+the body must stay within the limit (413, before anything parses it). One place for them, so
+REST and MCP behave alike (what only MCP checks, such as its protocol version, is
+`app.mcp_server`'s). The body's deadline (408) is kept by the front door
 (`app.http.frontdoor`), which sees when a body stops arriving without a timer per request.
 """
 
@@ -17,12 +17,17 @@ from collections.abc import Sequence
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import problem_response
-from app.mcp_server.spec_fixes import SERVED_VERSIONS, strip_header_whitespace, unsupported_version
+from app.http.problems import problem_response
 
 MCP_PATH = "/mcp"
 #: Probes answer whatever Host the platform's health checker uses.
 UNGUARDED_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+def strip_header_whitespace(scope: Scope) -> None:
+    """Header values without the spaces and tabs around them (RFC 9110, 5.5: they are not part
+    of the value), for every layer after this (`app.mcp_server.spec_fixes` entry 3)."""
+    scope["headers"] = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
 
 
 def matches(value: str, patterns: Sequence[str]) -> bool:
@@ -141,11 +146,6 @@ class BodyGuard:
         if len(body) > self.max_body_bytes:
             await too_large(self.max_body_bytes)(scope, receive, send)
             return
-        if scope["path"] == MCP_PATH:
-            version = _header(scope, b"mcp-protocol-version")
-            if version is not None and version not in SERVED_VERSIONS:
-                await unsupported_version(version, body)(scope, receive, send)
-                return
         await self.app(scope, replay_body(body, receive), send)
 
 
@@ -178,7 +178,7 @@ def replay_body(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
+def first_header(scope: Scope, name: bytes) -> str | None:
     """The first value of header `name` (lower case), without building a Headers object."""
     for key, value in scope["headers"]:
         if key == name:

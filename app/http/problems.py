@@ -1,5 +1,7 @@
 """Every error the HTTP surface writes is a problem document (RFC 9457), whatever raised it.
 
+`problem_response` renders one (`error_response` for an `AnvilError`); its `title` is the
+status's reason phrase as the standard library spells it, the same for every problem of a status.
 `AnvilError`s carry their own status and message; the framework's 404 and 405 (with `Allow`)
 and a request it could not validate are rendered the same way; anything unexpected becomes a
 500 that names a correlation id, also logged with the traceback, and says nothing internal.
@@ -8,8 +10,11 @@ and a request it could not validate are rendered the same way; anything unexpect
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
+from collections.abc import Mapping
+from http import HTTPStatus
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
@@ -19,9 +24,41 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import AnvilError, error_response, problem_response
+from app.errors import AnvilError
 
 logger = logging.getLogger(__name__)
+
+PROBLEM_TYPE_BASE = "https://anvil.dev/problems/"
+
+
+def problem_document(status: int, detail: str, kind: str | None = None) -> dict[str, object]:
+    """The RFC 9457 body: `type`, `title`, `status`, `detail` (which must be safe to show)."""
+    return {
+        "type": PROBLEM_TYPE_BASE + (kind or str(status)),
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+    }
+
+
+def problem_response(
+    status: int, detail: str, *, kind: str | None = None, headers: Mapping[str, str] | None = None
+) -> Response:
+    """An `application/problem+json` response; `detail` must be safe to show (no secrets)."""
+    return Response(
+        json.dumps(problem_document(status, detail, kind)),
+        status_code=status,
+        media_type="application/problem+json",
+        headers=dict(headers or {}),
+    )
+
+
+def error_response(error: AnvilError, headers: Mapping[str, str] | None = None) -> Response:
+    """The problem response for `error`, with its own headers and any `headers` given."""
+    return problem_response(
+        error.status, error.message, kind=error.kind, headers={**error.headers(), **(headers or {})}
+    )
+
 
 _HTTP_DETAILS = {
     404: "Nothing is served at this path: see /openapi.json for Anvil's routes (MCP is POST /mcp).",

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.errors import problem_response
+from app.http.problems import problem_response
 from app.http.signin import PROTECTED_PREFIXES, principal_of
 
 #: Callers remembered at once; the least recently seen are forgotten first (a forgotten caller

@@ -13,13 +13,14 @@ stateless `StreamableHTTPSessionManager`, and `add_request_handler` for the one 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import x_mcp_header_map
 from mcp_types import (
     INVALID_PARAMS,
     CallToolRequestParams,
@@ -42,7 +43,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import app
 from app.errors import AnvilError
-from app.http.guard import read_body, replay_body
+from app.http.guard import first_header, read_body, replay_body
 from app.http.signin import principal_of
 from app.lifespan import runtime_of
 from app.mcp_server import spec_fixes
@@ -50,10 +51,7 @@ from app.mcp_server.progress import wants_progress
 from app.operations.catalog import OPERATIONS, Call, Operation
 from app.operations.schemas import arguments_schema
 from app.settings import Settings
-from app.telemetry.logs import mcp_spans_wanted
-
-if TYPE_CHECKING:
-    from app.mcp_server.single_exchange import SingleExchange
+from app.telemetry.setup import mcp_spans_wanted
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +91,13 @@ def build_mcp_server(settings: Settings) -> Server[Any]:
     """The MCP server with one tool per operation that MCP offers."""
     tools = {operation.name: operation for operation in OPERATIONS if operation.tool}
     listing = ListToolsResult(tools=[tool_of(operation, settings) for operation in tools.values()])
-    input_schemas = {tool.name: tool.input_schema for tool in listing.tools}
+    # The SDK walks the schema it is given on every 2026-07-28 `tools/call` to compare the
+    # `Mcp-Param-*` headers with the arguments; a schema that declares no `x-mcp-header` has
+    # nothing to compare, and `None` is the SDK's documented "nothing to validate" (the walk of
+    # `ask`'s schema took 4 % of a call's CPU).
+    header_schemas = {
+        tool.name: tool.input_schema for tool in listing.tools if x_mcp_header_map(tool.input_schema)
+    }
     available = ", ".join(tools)
 
     async def list_tools(
@@ -168,7 +172,7 @@ def build_mcp_server(settings: Settings) -> Server[Any]:
         on_list_resource_templates=list_templates,
         on_read_resource=read_resource,
         # Lets the SDK check `Mcp-Param-*` headers without running `tools/list` per call.
-        get_tool_input_schema=input_schemas.get,
+        get_tool_input_schema=header_schemas.get,
     )
     if not mcp_spans_wanted(settings.mcp_spans):
         # The SDK's only default middleware is its OpenTelemetry span per request, and it
@@ -196,45 +200,34 @@ def session_manager(
     )
 
 
-def mcp_endpoint(
-    server: Server[Any],
-    manager: StreamableHTTPSessionManager,
-    streaming: StreamableHTTPSessionManager,
-    settings: Settings,
-) -> ASGIApp:
+def mcp_endpoint(manager: StreamableHTTPSessionManager, streaming: StreamableHTTPSessionManager) -> ASGIApp:
     """The ASGI app for `POST /mcp` (the guard has already refused other methods and oversized
-    bodies): the SDK's JSON request manager, behind the single-exchange fast path when it is on;
-    a request that asks for progress goes to the SDK's `streaming` manager instead."""
-    sdk: ASGIApp = StreamableHTTPASGIApp(manager)
-    streams: ASGIApp = StreamableHTTPASGIApp(streaming)
-    fast = None
-    if settings.mcp_single_exchange:
-        from app.mcp_server.single_exchange import SingleExchange
-
-        fast = SingleExchange(server, fallback=sdk)
-    return McpEndpoint(sdk, streams, fast)
+    bodies): the SDK's JSON request manager; a request that asks for progress goes to the SDK's
+    `streaming` manager instead."""
+    return McpEndpoint(StreamableHTTPASGIApp(manager), StreamableHTTPASGIApp(streaming))
 
 
 class McpEndpoint:
-    """ASGI app, the one door of every `POST /mcp` whichever path serves it: a body that is not
-    one JSON-RPC message is answered here (`spec_fixes` entry 4); a request with a
-    `progressToken` whose client reads SSE is answered as a stream (its progress notifications,
-    then its result); every other request as one JSON document, by the fast path when it is on
-    (with the message decoded here, so it is parsed once) or else by the SDK."""
+    """ASGI app, the one door of every `POST /mcp`: a protocol version Anvil does not serve is
+    answered here (`spec_fixes` entry 2), and so is a body that is not one JSON-RPC message
+    (entry 4); a request with a `progressToken` whose client reads
+    SSE is answered as a stream (its progress notifications, then its result); every other
+    request as one JSON document by the SDK."""
 
-    def __init__(self, default: ASGIApp, streaming: ASGIApp, fast: SingleExchange | None = None) -> None:
+    def __init__(self, default: ASGIApp, streaming: ASGIApp) -> None:
         self.default = default
         self.streaming = streaming
-        self.fast = fast
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await read_body(receive) or b""
+        version = first_header(scope, b"mcp-protocol-version")
+        if version is not None and version not in spec_fixes.SERVED_VERSIONS:
+            await spec_fixes.unsupported_version(version, body)(scope, receive, send)
+            return
         message = spec_fixes.checked_message(scope, body)
         if isinstance(message, Response):
             await message(scope, receive, send)
         elif wants_progress(scope, body):
             await self.streaming(scope, replay_body(body, receive), send)
-        elif self.fast is not None:
-            await self.fast.answer(scope, receive, send, body, message)
         else:
             await self.default(scope, replay_body(body, receive), send)

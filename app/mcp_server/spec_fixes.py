@@ -103,11 +103,6 @@ def unsupported_version(requested: str, body: bytes) -> Response:
     return Response(json.dumps(error), status_code=400, media_type="application/json")
 
 
-def strip_header_whitespace(scope: Scope) -> None:
-    """Entry 3: header values without surrounding spaces and tabs, for every layer after this."""
-    scope["headers"] = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
-
-
 BATCH = "Invalid Request: batches are not supported; send one JSON-RPC request per POST."
 BAD_ID = "Invalid Request: the id must be a string or an integer."
 NOT_A_MESSAGE = "Invalid Request: the body must be one JSON-RPC request or notification object."

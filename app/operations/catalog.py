@@ -9,50 +9,65 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from app.domain.ask import CLIENT_REQUEST_ID_RULE, AskRequest
+from app.domain.ask import CLIENT_REQUEST_ID_RULE, AskRequest, AskService
 from app.domain.conversation import CONVERSATION_ID_RULE
+from app.domain.lifecycle import ConversationService
 from app.domain.ports import Progress
 from app.domain.principal import Principal
 from app.errors import AnvilError, InvalidInput
-from app.lifespan import Runtime
+from app.operations.results import (
+    AskOutput,
+    ConversationOutput,
+    DeleteAllOutput,
+    DeleteOutput,
+    FetchOutput,
+    ListOutput,
+    SearchHit,
+    SearchOutput,
+    StartOutput,
+)
 from app.operations.schemas import (
     NOT_BLANK,
     UNENCODABLE_TEXT,
     Arguments,
     AskInput,
-    AskOutput,
-    ConversationOutput,
-    DeleteAllOutput,
     DeleteInput,
-    DeleteOutput,
     FetchInput,
-    FetchOutput,
     GetInput,
     ListInput,
-    ListOutput,
     NoInput,
-    SearchHit,
     SearchInput,
-    SearchOutput,
     StartInput,
-    StartOutput,
     configured_length,
 )
 from app.settings import Settings
+from app.telemetry.instruments import Telemetry
 
 In = TypeVar("In", bound=Arguments)
 Out = TypeVar("Out", bound=BaseModel)
+
+
+class Services(Protocol):
+    """The running services a handler calls. `app.lifespan.Runtime` is one: the catalog names
+    what it calls, not what opens it, so it stands beneath the lifespan and the surfaces."""
+
+    @property
+    def service(self) -> AskService: ...
+    @property
+    def conversations(self) -> ConversationService: ...
+    @property
+    def telemetry(self) -> Telemetry: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Call:
     """Who is calling, and the running services: what every handler gets besides its arguments."""
 
-    runtime: Runtime
+    runtime: Services
     principal: Principal | None
     #: Where to report how a long operation is going (an MCP client that sent a progressToken).
     progress: Progress | None = None
@@ -148,22 +163,13 @@ def describe_invalid_arguments(
 
 async def ask(call: Call, args: AskInput) -> AskOutput:
     request = AskRequest(args.question, args.conversation_id, args.instructions, args.client_request_id)
-    telemetry = call.runtime.telemetry
-    if telemetry is None:
-        return AskOutput.of(await call.runtime.service.ask(call.principal, request, progress=call.progress))
-    instruments = telemetry.instruments
+    instruments = call.runtime.telemetry.instruments
     try:
         result = await call.runtime.service.ask(call.principal, request, progress=call.progress)
     except AnvilError as error:
         instruments.asks.add(1, {"anvil.ask.outcome": "refused", "error.type": error.kind})
         raise
-    if result.conversation_id is None:
-        outcome = "one_shot"
-    elif result.note is not None and result.note.startswith("Replayed"):
-        outcome = "replayed"
-    else:
-        outcome = "created" if result.created else "continued"
-    instruments.asks.add(1, {"anvil.ask.outcome": outcome})
+    instruments.asks.add(1, {"anvil.ask.outcome": result.outcome})
     if result.condensed:
         instruments.condensed.add(1)
     return AskOutput.of(result)

@@ -2,27 +2,23 @@
 
 A cursor is the last listed conversation's `updated_at`, as Python writes the float (the
 shortest text that reads back as the same float, so the position is exact), then `~`, then its
-conversation id: `1767225600.123456~plan-2026`. Its shape is published in the OpenAPI document
-and the MCP `inputSchema` as `CURSOR_PATTERN`, and every string of that shape is a position a
-listing can continue from, so a client, or a gateway validating against the document, can check
-a cursor by its shape alone and the server never refuses one the document allows.
+conversation id: `1767225600.123456~plan-2026`. Its shape, `app.domain.cursor.CURSOR_PATTERN`,
+is published in the OpenAPI document and the MCP `inputSchema`, and every string of that shape is
+a position a listing can continue from, so a client, or a gateway validating against the
+document, can check a cursor by its shape alone and the server never refuses one the document
+allows.
 """
 
 from __future__ import annotations
 
 import re
 
-from app.domain.conversation import CONVERSATION_ID_PATTERN, ConversationSummary
+from app.domain.conversation import ConversationSummary
+from app.domain.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from app.domain.ports import InvalidCursor
 
-#: `updated_at` as `repr` writes a float between 1e-99 and 1e100 (or 0): at most 17 significant
-#: digits, positional below 1e16, with a two-digit exponent beyond. The exponent's `+` is left
-#: out, as a query string would read it as a space. Every such text is a finite float.
-_UPDATED_AT = r"-?[0-9]{1,16}(\.[0-9]{1,20})?(e-?[0-9]{2})?"
-_ID = CONVERSATION_ID_PATTERN.removeprefix("^").removesuffix("$")
-CURSOR_PATTERN = f"^{_UPDATED_AT}~{_ID}$"
-#: The longest string `CURSOR_PATTERN` allows.
-MAX_CURSOR_CHARS = len("-") + 16 + len(".") + 20 + len("e-00") + len("~") + 64
+__all__ = ["CURSOR_PATTERN", "MAX_CURSOR_CHARS", "comes_after", "decode_cursor", "encode_cursor"]
+
 _CURSOR = re.compile(CURSOR_PATTERN)
 
 

@@ -12,11 +12,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from opentelemetry import propagate
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.http.guard import MCP_PATH
-from app.telemetry.setup import Telemetry
+from app.telemetry.instruments import Telemetry
 
 access_logger = logging.getLogger("anvil.access")
 
@@ -27,9 +28,7 @@ KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "O
 
 def route_of(scope: Scope, routes: Sequence[BaseRoute] = ()) -> str:
     """The route template of the request: the one the router matched, else the first of `routes`
-    whose path matches (a request refused before routing, at sign-in say), `/mcp`, or `other`."""
-    if scope["path"] == MCP_PATH:
-        return MCP_PATH
+    whose path matches (a request refused before routing, at sign-in say), or `other`."""
     route = scope.get("route")
     if route is None:
         route = next((r for r in routes if r.matches(scope)[0] is not Match.NONE), None)
@@ -39,13 +38,13 @@ def route_of(scope: Scope, routes: Sequence[BaseRoute] = ()) -> str:
 
 class RequestTelemetry:
     """ASGI middleware: the server span (HTTP semantic conventions), `http.server.request.duration`,
-    and an access log line (`anvil.access`: method, route, status, duration)."""
+    and an access log line (`anvil.access`: method, route, status, duration) when `access_log`."""
 
     def __init__(
         self,
         app: ASGIApp,
         *,
-        telemetry: Telemetry | None,
+        telemetry: Telemetry,
         access_log: bool,
         routes: Sequence[BaseRoute] = (),
     ) -> None:
@@ -67,68 +66,50 @@ class RequestTelemetry:
             await send(message)
 
         started = time.perf_counter()
-        if self.telemetry is None:
-            try:
-                await self.app(scope, receive, recording)
-            finally:
-                self._finish(scope, status, started)
-            return
-        await self._traced(self.telemetry, scope, receive, recording, lambda: status, started)
-
-    def _finish(self, scope: Scope, status: int, started: float) -> None:
-        """Record the duration and write the access log line (inside the server span, if any)."""
-        duration = time.perf_counter() - started
-        method = scope["method"] if scope["method"] in KNOWN_METHODS else "_OTHER"
-        route = route_of(scope, self.routes)
-        if self.telemetry is not None:
-            attributes: dict[str, Any] = {
-                "http.request.method": method,
-                "http.route": route,
-                "http.response.status_code": status,
-            }
-            if status >= 500:
-                attributes["error.type"] = str(status)
-            self.telemetry.instruments.requests.record(duration, attributes)
-        if self.access_log:
-            access_logger.info(
-                "%s %s %d %.1fms",
-                method,
-                route,
-                status,
-                duration * 1000,
-                extra={
-                    "http.request.method": method,
-                    "http.route": route,
-                    "http.response.status_code": status,
-                    "duration_ms": round(duration * 1000, 3),
-                    # Method, route template and numbers only: the token redaction can skip it.
-                    "_clean": True,
-                },
-            )
-
-    async def _traced(
-        self, telemetry: Telemetry, scope: Scope, receive: Receive, send: Send, status: Any, started: float
-    ) -> None:
-        from opentelemetry import propagate
-        from opentelemetry.trace import SpanKind, Status, StatusCode
-
         method = scope["method"] if scope["method"] in KNOWN_METHODS else "_OTHER"
         # A caller's W3C `traceparent` (API Management sends one) makes this span its child.
         carrier = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
-        with telemetry.tracer.start_as_current_span(
+        with self.telemetry.tracer.start_as_current_span(
             method,
             context=propagate.extract(carrier),
             kind=SpanKind.SERVER,
             attributes={"http.request.method": method, "url.scheme": scope.get("scheme", "http")},
         ) as span:
             try:
-                await self.app(scope, receive, send)
+                await self.app(scope, receive, recording)
             finally:
                 route = route_of(scope, self.routes)
                 span.update_name(f"{method} {route}")
                 span.set_attribute("http.route", route)
-                span.set_attribute("http.response.status_code", status())
-                if status() >= 500:
-                    span.set_status(Status(StatusCode.ERROR, str(status())))
-                    span.set_attribute("error.type", str(status()))
-                self._finish(scope, status(), started)
+                span.set_attribute("http.response.status_code", status)
+                attributes: dict[str, Any] = {
+                    "http.request.method": method,
+                    "http.route": route,
+                    "http.response.status_code": status,
+                }
+                if status >= 500:
+                    span.set_status(Status(StatusCode.ERROR, str(status)))
+                    span.set_attribute("error.type", str(status))
+                    attributes["error.type"] = str(status)
+                duration = time.perf_counter() - started
+                self.telemetry.instruments.requests.record(duration, attributes)
+                if self.access_log:
+                    self._log(method, route, status, duration)
+
+    def _log(self, method: str, route: str, status: int, duration: float) -> None:
+        """The access log line, written inside the server span so it carries its trace."""
+        access_logger.info(
+            "%s %s %d %.1fms",
+            method,
+            route,
+            status,
+            duration * 1000,
+            extra={
+                "http.request.method": method,
+                "http.route": route,
+                "http.response.status_code": status,
+                "duration_ms": round(duration * 1000, 3),
+                # Method, route template and numbers only: the token redaction can skip it.
+                "_clean": True,
+            },
+        )

@@ -180,7 +180,8 @@ async def test_traced_operations_carry_the_request_charge_cosmos_reports(cosmos_
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from app.telemetry.setup import Telemetry, TracedStore
+    from app.telemetry.instruments import Telemetry
+    from app.telemetry.traced import TracedStore
 
     spans, metrics = InMemorySpanExporter(), InMemoryMetricReader()
     tracer_provider = TracerProvider()

@@ -23,7 +23,7 @@ from deploy.terraform_config import (
     templatefile_call,
 )
 
-from app.rest.routes import WELL_KNOWN
+from app.http.wellknown import WELL_KNOWN
 
 TENANT = "7f3e9c1a-2b4d-4e6f-8a0b-1c2d3e4f5a6b"
 CLIENT = "c4a1e2f3-5b6d-4c7e-9f80-a1b2c3d4e5f6"

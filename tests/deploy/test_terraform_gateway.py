@@ -20,8 +20,8 @@ import pytest
 from deploy.terraform_config import TERRAFORM, configuration, locals_, one, resource
 from openapi_spec_validator import validate
 
+from app.http.wellknown import WELL_KNOWN
 from app.main import create_app
-from app.rest.routes import WELL_KNOWN
 from app.settings import Settings
 
 OPENAPI = TERRAFORM / "openapi.json"

@@ -17,7 +17,7 @@ import pytest
 from support.anvil_server import run_anvil
 from support.entra_issuer import EntraIssuer, signing_key
 
-from app.telemetry.logs import REDACTED, TokenRedactor, redact
+from app.telemetry.redaction import REDACTED, TokenRedactor, redact
 
 from .calls import TENANT, bearer, entra_env, mcp_call, new_id, tool_result
 

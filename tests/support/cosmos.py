@@ -1,18 +1,29 @@
-"""Run the Cosmos DB-compatible test server (`cosmos_server.mjs`) and talk to its admin API."""
+"""Run the Cosmos DB-compatible test server (`cosmos_server.mjs`) and talk to its admin API; and
+`FakeCosmos`, a container in memory for the tests the server cannot reach."""
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import json
+import random
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import httpx
+from azure.cosmos.exceptions import (
+    CosmosAccessConditionFailedError,
+    CosmosHttpResponseError,
+    CosmosResourceExistsError,
+    CosmosResourceNotFoundError,
+)
 
 from support.anvil_server import stop
 
@@ -148,3 +159,176 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
     for stream in (process.stdin, process.stdout, process.stderr):
         if stream is not None and not stream.closed:
             stream.close()
+
+
+# --- a container in memory ---------------------------------------------------------------------
+
+NOW = 1_700_000_000.0
+OID, TID = "oid-1", "tenant-1"
+
+_ERRORS: dict[int, type[CosmosHttpResponseError]] = {
+    404: CosmosResourceNotFoundError,
+    409: CosmosResourceExistsError,
+    412: CosmosAccessConditionFailedError,
+}
+
+
+def http_error(status: int) -> CosmosHttpResponseError:
+    """The SDK's error for `status`, of the class the SDK raises for it."""
+    error = _ERRORS.get(status, CosmosHttpResponseError)(  # type: ignore[no-untyped-call]
+        status_code=status, message=f"status {status}"
+    )
+    error.headers = {}
+    return error
+
+
+class Clock:
+    """A clock the tests move by hand."""
+
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeCosmos:
+    """One container as Cosmos DB keeps it: fresh `_etag`s on every write, conditions checked
+    against the latest state. Reads and queries may answer from an older state (`lag`), as a
+    replica behind the write region may; writes never do.
+
+    `hold[(method, id)]` makes such a request wait for the event before it is applied (and sets
+    `reached[(method, id)]` when it gets there). `lose[method]` applies the next such write and
+    then fails it as the SDK's retry of it would (409 or 412).
+    """
+
+    def __init__(
+        self, clock: Clock, rng: random.Random | None = None, *, lag: int = 0, limit: int = 0
+    ) -> None:
+        self.clock = clock
+        self.rng = rng or random.Random(0)
+        self.lag = lag
+        self.limit = limit
+        self.items: dict[str, dict[str, Any]] = {}
+        self.history: list[dict[str, dict[str, Any]]] = [{}]
+        self.calls: list[tuple[str, str]] = []
+        self.hold: dict[tuple[str, str], asyncio.Event] = {}
+        self.reached: dict[tuple[str, str], asyncio.Event] = {}
+        self.lose: set[str] = set()
+        self.stale_query: dict[str, dict[str, Any]] | None = None
+        self.most_live = 0
+
+    # --- what the store calls ------------------------------------------------------------------
+
+    async def read_item(self, item: str, partition_key: str, **_: Any) -> dict[str, Any]:
+        await self._enter("read_item", item)
+        state = self._view()
+        await self._travel()
+        if item not in state or state[item]["oid"] != partition_key:
+            raise http_error(404)
+        return copy.deepcopy(state[item])
+
+    async def create_item(self, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        await self._enter("create_item", body["id"])
+        if body["id"] in self.items:
+            await self._travel()
+            raise http_error(409)
+        return await self._store("create_item", body)
+
+    async def replace_item(self, item: str, body: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        await self._enter("replace_item", item)
+        if item not in self.items:
+            await self._travel()
+            raise http_error(404)
+        if kwargs.get("etag") not in (None, self.items[item]["_etag"]):
+            await self._travel()
+            raise http_error(412)
+        return await self._store("replace_item", body)
+
+    async def delete_item(self, item: str, partition_key: str, **kwargs: Any) -> None:
+        await self._enter("delete_item", item)
+        if item not in self.items:
+            await self._travel()
+            raise http_error(404)
+        if kwargs.get("etag") not in (None, self.items[item]["_etag"]):
+            await self._travel()
+            raise http_error(412)
+        del self.items[item]
+        self._written()
+        await self._travel()
+
+    def query_items(
+        self, query: str, parameters: list[dict[str, Any]], partition_key: str, **_: Any
+    ) -> AsyncIterator[Any]:
+        values = {p["name"]: p["value"] for p in parameters}
+        return self._rows(query, values, partition_key)
+
+    # --- for the tests -------------------------------------------------------------------------
+
+    def live(self) -> set[str]:
+        """The user's live conversations now (placeholders and the quota item are not)."""
+        now = self.clock()
+        return {
+            str(item["conversationId"])
+            for item in self.items.values()
+            if item.get("tid") == TID and not item.get("pending") and float(item["expiresAt"]) > now
+        }
+
+    def methods(self) -> list[str]:
+        return [method for method, _ in self.calls]
+
+    def vanish(self, item: str) -> None:
+        """Remove an item behind the store's back, as Cosmos DB's TTL purge does."""
+        del self.items[item]
+        self._written()
+
+    # --- inside --------------------------------------------------------------------------------
+
+    async def _rows(self, query: str, values: dict[str, Any], partition: str) -> AsyncIterator[Any]:
+        self.calls.append(("query_items", query))
+        await self._travel()
+        state = self.stale_query if self.stale_query is not None else self._view()
+        rows = [
+            copy.deepcopy(item)
+            for item in state.values()
+            if item["oid"] == partition
+            and ("c.tid = @tid" not in query or item.get("tid") == values["@tid"])
+            and ("c.expiresAt > @now" not in query or float(item.get("expiresAt", 0)) > values["@now"])
+        ]
+        await self._travel()
+        if "COUNT(1)" in query:
+            yield len(rows)
+            return
+        for row in rows:
+            yield row
+
+    async def _enter(self, method: str, item: str) -> None:
+        self.calls.append((method, item))
+        await self._travel()
+        if (method, item) in self.hold:
+            self.reached.setdefault((method, item), asyncio.Event()).set()
+            await self.hold[(method, item)].wait()
+
+    async def _travel(self) -> None:
+        # A request or its answer on the wire: other calls may run meanwhile.
+        for _ in range(self.rng.randint(0, 3)):
+            await asyncio.sleep(0)
+
+    def _view(self) -> dict[str, dict[str, Any]]:
+        back = self.rng.randint(0, self.lag) if self.lag else 0
+        return self.history[max(0, len(self.history) - 1 - back)]
+
+    async def _store(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        stored = {**copy.deepcopy(body), "_etag": f'"{uuid.uuid4()}"', "_ts": int(self.clock())}
+        self.items[body["id"]] = stored
+        self._written()
+        await self._travel()
+        if method in self.lose:
+            self.lose.discard(method)
+            raise http_error(409 if method == "create_item" else 412)
+        return copy.deepcopy(stored)
+
+    def _written(self) -> None:
+        self.history.append(copy.deepcopy(self.items))
+        self.most_live = max(self.most_live, len(self.live()))
+        assert not self.limit or len(self.live()) <= self.limit, f"over the limit: {sorted(self.live())}"

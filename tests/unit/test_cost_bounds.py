@@ -13,7 +13,7 @@ from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
 from app.domain.ask import AskRequest, AskService, HistoryLimits
-from app.domain.ports import Answer, Document, Exchange, Passage, Progress
+from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
 from app.domain.principal import Principal
 from app.stores.codec import to_document
 from app.stores.memory import MemoryStore
@@ -66,7 +66,7 @@ class SameShapeEngine:
     async def answer(
         self,
         question: str,
-        history: Sequence[Exchange],
+        history: Sequence[PastExchange],
         instructions: str | None = None,
         *,
         progress: Progress | None = None,

@@ -1,0 +1,91 @@
+"""The probes: `/healthz` says the process is alive, `/readyz` whether its dependencies answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from support.asgi import client
+
+from app.http.health import EMPTY_CORPUS, liveness, readiness
+from app.lifespan import Runtime
+from app.main import create_app
+from app.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+
+def runtime(tmp_path: Path, probes: dict[str, Any], corpus_documents: int | None = 3) -> Runtime:
+    """A runtime carrying only what the probes read: its readiness checks and corpus size."""
+    return Runtime(
+        settings=Settings(store="memory", answer_engine="echo", data_dir=tmp_path),
+        service=cast(Any, None),
+        conversations=cast(Any, None),
+        verifier=None,
+        readiness=probes,
+        corpus_documents=corpus_documents,
+    )
+
+
+async def ok() -> None:
+    pass
+
+
+async def down() -> None:
+    raise ConnectionRefusedError("store at 10.0.0.4:443 refused: secret=abc")
+
+
+def body(response: Any) -> dict[str, Any]:
+    decoded: dict[str, Any] = json.loads(bytes(response.body))
+    return decoded
+
+
+def test_liveness_says_ok() -> None:
+    assert liveness() == {"status": "ok"}
+
+
+async def test_ready_when_every_probe_answers(tmp_path: Path) -> None:
+    response = await readiness(runtime(tmp_path, {"store": ok, "signing-keys": ok}))
+    assert response.status_code == 200
+    assert body(response) == {"status": "ok", "checks": {"store": "ok", "signing-keys": "ok"}}
+
+
+async def test_a_failing_probe_is_named_by_its_error_type_and_nothing_it_said(tmp_path: Path) -> None:
+    response = await readiness(runtime(tmp_path, {"store": down, "signing-keys": ok}))
+    assert response.status_code == 503
+    assert body(response) == {
+        "status": "unavailable",
+        "checks": {"store": "unavailable: ConnectionRefusedError", "signing-keys": "ok"},
+    }
+
+
+async def test_draining_is_unavailable_at_once_without_probing(tmp_path: Path) -> None:
+    async def never() -> None:
+        raise AssertionError("a draining process probes nothing")
+
+    response = await readiness(runtime(tmp_path, {"store": never}), draining=True)
+    assert response.status_code == 503
+    assert body(response) == {"status": "draining", "checks": {}}
+
+
+@pytest.mark.parametrize(("documents", "warned"), [(0, True), (3, False), (None, False)])
+async def test_an_empty_corpus_is_a_warning_not_a_failure(
+    tmp_path: Path, documents: int | None, warned: bool
+) -> None:
+    response = await readiness(runtime(tmp_path, {"store": ok}, documents))
+    assert response.status_code == 200
+    assert body(response).get("warnings") == ([EMPTY_CORPUS] if warned else None)
+
+
+async def test_the_probes_are_served_without_sign_in_and_answer_head(tmp_path: Path) -> None:
+    app = create_app(Settings(auth_mode="dev", store="memory", answer_engine="echo", data_dir=tmp_path))
+    async with client(app) as http:
+        alive = await http.get("/healthz")
+        assert (alive.status_code, alive.json()) == (200, {"status": "ok"})
+        ready = await http.get("/readyz")
+        assert ready.status_code == 200 and ready.json()["checks"] == {"store": "ok"}
+        head = await http.head("/readyz")
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-length"] == ready.headers["content-length"]
