@@ -9,6 +9,7 @@ import selectors
 import socket
 import time
 from contextlib import ExitStack
+from pathlib import Path
 
 import pytest
 from support.anvil_server import AnvilServer
@@ -20,6 +21,7 @@ from support.raw_http import (
     Reader,
     ask,
     connect,
+    front_door_server,
     problem_of,
     request,
     status_of,
@@ -105,12 +107,14 @@ def test_a_crowd_of_idle_and_slow_sockets_does_not_hold_up_a_signed_in_ask_and_a
         assert max(lifetimes) <= HEADER_TIMEOUT + SLACK
 
 
-def test_idle_sockets_beyond_the_concurrency_limit_leave_room_for_a_signed_in_ask(
-    front_door: AnvilServer,
-) -> None:
+def test_idle_sockets_beyond_the_concurrency_limit_leave_room_for_a_signed_in_ask(tmp_path: Path) -> None:
     # uvicorn's `limit_concurrency` counts connections: 50 idle sockets over a limit of 40 used to
-    # make every other request 503 until they went away.
+    # make every other request 503 until they went away. A head deadline long enough that none
+    # of them is closed before the asks are answered, however slow the machine.
     with ExitStack() as stack:
+        front_door = stack.enter_context(
+            front_door_server(tmp_path, ANVIL_HEADER_TIMEOUT_SECONDS="120", ANVIL_KEEP_ALIVE_SECONDS="120")
+        )
         idle = [stack.enter_context(connect(front_door)) for _ in range(MAX_CONCURRENT + 10)]
         for sock in idle:
             sock.setblocking(False)

@@ -31,8 +31,8 @@ CROWD = int(os.environ.get("FRONT_DOOR_SOCKETS", "200"))
 
 
 @contextmanager
-def front_door_server(folder: Path) -> Iterator[AnvilServer]:
-    """An echo server with the limits above."""
+def front_door_server(folder: Path, **overrides: str) -> Iterator[AnvilServer]:
+    """An echo server with the limits above (and any `ANVIL_*` settings in `overrides`)."""
     env = {
         "ANVIL_ANSWER_ENGINE": "echo",
         "ANVIL_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
@@ -40,6 +40,7 @@ def front_door_server(folder: Path) -> Iterator[AnvilServer]:
         "ANVIL_KEEP_ALIVE_SECONDS": str(KEEP_ALIVE),
         "ANVIL_MAX_HEADER_BYTES": str(MAX_HEADER_BYTES),
         "ANVIL_MAX_CONCURRENT_REQUESTS": str(MAX_CONCURRENT),
+        **overrides,
     }
     with run_anvil(folder, env) as running:
         yield running

@@ -1,4 +1,8 @@
-"""The OpenAPI document tells the truth about a real `anvil serve`.
+"""The OpenAPI document promised what the server refused: schema-valid `instructions` past the
+served bound got 400, a 413 was not listed, any string was a valid `cursor`, and `POST /mcp`
+documented a body that `{}` satisfied (Schemathesis with every check found 6 failures in 800
+cases), so a gateway validating requests against it would pass what Anvil refuses. Fixed in
+0.4.2: the document tells the truth about a real `anvil serve`.
 
 Schemathesis runs every check it has (`--checks all`) in every phase (examples, coverage,
 fuzzing, stateful) against the document the server publishes, with a fixed seed and no
