@@ -43,8 +43,6 @@ OTLP_ENDPOINTS = (
     "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT",
 )
 AZURE_CONNECTION_STRING = "APPLICATIONINSIGHTS_CONNECTION_STRING"
-#: The Entra scope Application Insights ingestion accepts tokens for.
-AZURE_MONITOR_SCOPE = "https://monitor.azure.com//.default"
 
 
 def wanted(environ: Mapping[str, str]) -> bool:

@@ -207,11 +207,6 @@ def split_front_matter(markdown: str) -> tuple[dict[str, object], str]:
     return {str(key): value for key, value in front.items()}, markdown[match.end() :]
 
 
-def split_markdown(markdown: str, source: str, max_chars: int = MAX_PASSAGE_CHARS) -> list[CorpusPassage]:
-    """Cut one Markdown document (front matter and all) into passages; see `file_passages`."""
-    return file_passages(parse_file(markdown, source), max_chars)
-
-
 def file_passages(file: CorpusFile, max_chars: int = MAX_PASSAGE_CHARS) -> list[CorpusPassage]:
     """Cut one corpus file into passages at its headings, chunking long sections.
 

@@ -14,7 +14,6 @@ from app.adapters.engines.corpus import (
     parse_file,
     read_corpus,
     split_front_matter,
-    split_markdown,
 )
 
 STORAGE = """# Storage
@@ -119,6 +118,11 @@ def test_a_word_longer_than_the_limit_is_cut_hard() -> None:
 
 def test_chunk_text_of_blank_text_is_empty() -> None:
     assert chunk_text("  \n\n \n") == []
+
+
+def split_markdown(markdown: str, source: str, max_chars: int = MAX_PASSAGE_CHARS) -> list[CorpusPassage]:
+    """One Markdown document (front matter and all) cut into passages, as the engine cuts a file."""
+    return file_passages(parse_file(markdown, source), max_chars)
 
 
 def load_corpus(root: Path) -> list[CorpusPassage]:
