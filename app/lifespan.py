@@ -26,6 +26,7 @@ from app.domain.lifecycle import ConversationService
 from app.domain.ports import AnswerEngine, ConversationStore, Verifier
 from app.domain.turn_queue import TurnQueue
 from app.settings import Settings
+from app.settings.engines import EngineSettings
 from app.stores.factory import open_store
 from app.telemetry.instruments import Telemetry
 from app.telemetry.traced import TracedEngine, TracedStore
@@ -60,7 +61,7 @@ def runtime_of(scope: Mapping[str, Any]) -> Runtime:
     return runtime
 
 
-async def open_engine(settings: Settings, stack: AsyncExitStack) -> tuple[AnswerEngine, int | None]:
+async def open_engine(settings: EngineSettings, stack: AsyncExitStack) -> tuple[AnswerEngine, int | None]:
     """The configured answer engine, and how many documents its corpus holds (None for echo,
     which reads none); the corpus index is built off the event loop.
 
@@ -88,14 +89,11 @@ async def open_engine(settings: Settings, stack: AsyncExitStack) -> tuple[Answer
 async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Telemetry) -> Runtime:
     """Open the store, the answer engine and sign-in; `stack` closes them again. The store and
     the engine record through `telemetry`."""
-    opened: ConversationStore = await open_store(settings)
+    opened: ConversationStore = await open_store(settings, ttl_seconds=settings.history_ttl_seconds)
     stack.push_async_callback(opened.aclose)
     store = TracedStore(opened, telemetry, settings.store)
     engine, corpus_documents = await open_engine(settings, stack)
-    model = settings.openai_model if settings.answer_engine == "openai" else None
-    if settings.answer_engine == "azure-openai":
-        model = settings.azure_openai_deployment
-    engine = TracedEngine(engine, telemetry, model)
+    engine = TracedEngine(engine, telemetry, settings.model_name)
     auth = await open_auth(settings)
     if auth.aclose is not None:
         stack.push_async_callback(auth.aclose)
@@ -127,7 +125,9 @@ async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Tel
         ),
         verifier=auth.verifier,
         corpus_documents=corpus_documents,
-        resource_metadata=protected_resource_metadata(settings, auth) if auth.verifier is not None else None,
+        resource_metadata=protected_resource_metadata(settings.resource_url, auth)
+        if auth.verifier is not None
+        else None,
         readiness=readiness,
         telemetry=telemetry,
     )

@@ -27,6 +27,7 @@ from app.mcp_server.server import build_mcp_server, mcp_endpoint, session_manage
 from app.rest.openapi import build_openapi
 from app.rest.routes import add_routes
 from app.settings import Settings
+from app.settings.telemetry import TelemetrySettings
 from app.telemetry.http import RequestTelemetry
 from app.telemetry.instruments import Telemetry
 from app.telemetry.setup import start
@@ -55,7 +56,7 @@ class ServeMcp:
 
 
 def create_app(
-    settings: Settings | None = None, *, start_telemetry: Callable[[Settings], Telemetry] = start
+    settings: Settings | None = None, *, start_telemetry: Callable[[TelemetrySettings], Telemetry] = start
 ) -> FastAPI:
     """Build Anvil for `settings` (read from the environment when omitted).
 
@@ -70,7 +71,7 @@ def create_app(
     settings = settings or Settings()
     # Before the MCP server is built: with a tracer provider configured, it keeps the SDK's spans.
     telemetry = start_telemetry(settings)
-    server = build_mcp_server(settings)
+    server = build_mcp_server(settings, spans=settings.mcp_spans)
     manager = session_manager(server, settings)
     streaming = session_manager(server, settings, streaming=True)
 
@@ -87,7 +88,7 @@ def create_app(
         # skips looking for providers on every request.
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
-    add_routes(api, settings)
+    add_routes(api, limits=settings, history=settings)
     add_well_known_routes(api)
     # An ASGI app as a route endpoint: any method reaches it (the guard answers 405 first).
     # `ServeMcp` hands it `/mcp` itself; the route is what the router redirects `/mcp/` to and
@@ -118,7 +119,7 @@ def create_app(
 
     def openapi() -> dict[str, Any]:
         if api.openapi_schema is None:
-            api.openapi_schema = build_openapi(api, settings)
+            api.openapi_schema = build_openapi(api, settings, base_url=settings.base_url)
         return api.openapi_schema
 
     api.openapi = openapi  # type: ignore[method-assign]

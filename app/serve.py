@@ -16,6 +16,8 @@ from fastapi import FastAPI
 from app.http.frontdoor import front_door
 from app.main import create_app
 from app.settings import Settings
+from app.settings.serve import HttpLimits, ServeSettings
+from app.settings.telemetry import LogLevel
 from app.telemetry.logs import configure_logging
 
 #: Young-generation threshold for `anvil serve`. A young collection walks every young object
@@ -53,15 +55,17 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def server_for(api: FastAPI, settings: Settings) -> uvicorn.Server:
-    """The uvicorn server for `api`: bound as `settings` say, behind the front door, its
-    readiness failing from the first stop signal on, and the heap settled once it has started."""
+def server_for(
+    api: FastAPI, *, bind: ServeSettings, limits: HttpLimits, log_level: LogLevel
+) -> uvicorn.Server:
+    """The uvicorn server for `api`: bound as `bind` says, behind the front door with `limits`,
+    its readiness failing from the first stop signal on, and the heap settled once it has started."""
     config = uvicorn.Config(
         api,
-        host=settings.host,
-        port=settings.port,
+        host=bind.host,
+        port=bind.port,
         lifespan="on",
-        log_level=settings.log_level,
+        log_level=log_level,
         # uvicorn's loggers propagate to the root handler `configure_logging` set up (JSON lines).
         log_config=None,
         access_log=False,
@@ -71,14 +75,14 @@ def server_for(api: FastAPI, settings: Settings) -> uvicorn.Server:
         # front door adds them, and keeps connections that have not sent a whole request out of
         # `limit_concurrency`.
         http=front_door(
-            header_timeout=settings.header_timeout_seconds,
-            max_header_bytes=settings.max_header_bytes,
-            body_timeout=settings.body_timeout_seconds,
+            header_timeout=limits.header_timeout_seconds,
+            max_header_bytes=limits.max_header_bytes,
+            body_timeout=limits.body_timeout_seconds,
             draining=lambda: bool(getattr(api.state, "draining", False)),
         ),
-        timeout_keep_alive=settings.keep_alive_seconds,
-        limit_concurrency=settings.max_concurrent_requests,
-        timeout_graceful_shutdown=settings.drain_seconds,
+        timeout_keep_alive=limits.keep_alive_seconds,
+        limit_concurrency=limits.max_concurrent_requests,
+        timeout_graceful_shutdown=limits.drain_seconds,
     )
     return _Server(config, api)
 
@@ -93,7 +97,7 @@ def serve(settings: Settings) -> int:
     Collection comes back on, tuned, once the server has started (`settle_heap`).
     """
     configure_logging(settings)
-    server = server_for(create_app(settings), settings)
+    server = server_for(create_app(settings), bind=settings, limits=settings, log_level=settings.log_level)
     # uvicorn raises the stop signal again once it has drained, for the handler that was there
     # before it: a no-op here, so that a requested stop is a clean exit (status 0).
     for stop in (signal.SIGTERM, signal.SIGINT):

@@ -22,7 +22,7 @@ import app
 from app.auth.jwks import JwksKeySource, get_json
 from app.auth.setup import AuthSetup
 from app.auth.verifier import TokenVerifier
-from app.settings import MULTI_TENANT, Settings
+from app.settings.auth import MULTI_TENANT, EntraSettings
 from app.urls import checked_url
 
 logger = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def _field(document: object, name: str, url: str) -> str:
     return value
 
 
-def build_verifier(settings: Settings, discovery: EntraDiscovery, keys: JwksKeySource) -> TokenVerifier:
+def build_verifier(settings: EntraSettings, discovery: EntraDiscovery, keys: JwksKeySource) -> TokenVerifier:
     """The verifier for Entra access tokens: audience, tenant rule, scopes and app role from settings."""
     tenant, client_id = _require(settings)
     listed = frozenset(t.lower() for t in settings.entra_allowed_tenants)
@@ -113,15 +113,15 @@ def build_verifier(settings: Settings, discovery: EntraDiscovery, keys: JwksKeyS
     )
 
 
-def _require(settings: Settings) -> tuple[str, str]:
-    """Tenant and client id, lower-cased as Entra writes them into tokens (Settings checked them)."""
+def _require(settings: EntraSettings) -> tuple[str, str]:
+    """Tenant and client id, lower-cased as Entra writes them into tokens (the settings checked them)."""
     tenant, client_id = settings.entra_tenant_id, settings.entra_client_id
     if not tenant or not client_id:
         raise ValueError("ANVIL_AUTH_MODE=entra needs ANVIL_ENTRA_TENANT_ID and ANVIL_ENTRA_CLIENT_ID")
     return tenant.lower(), client_id.lower()
 
 
-async def open_entra(settings: Settings) -> AuthSetup:
+async def open_entra(settings: EntraSettings) -> AuthSetup:
     """Entra sign-in: opens the HTTP client (closed by `aclose`) and fetches nothing yet."""
     tenant, client_id = _require(settings)
     authority = settings.entra_authority_url

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import anyio
 
 from app.domain.ports import Verifier
-from app.settings import Settings
+from app.settings.auth import AuthSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,7 @@ class AuthSetup:
     aclose: Callable[[], Awaitable[None]] | None = None
 
 
-async def open_auth(settings: Settings) -> AuthSetup:
+async def open_auth(settings: AuthSettings) -> AuthSetup:
     """Prepare sign-in for the configured mode (reads or creates the dev key off the event loop)."""
     if settings.auth_mode == "none":
         return AuthSetup(verifier=None)
@@ -58,10 +58,10 @@ async def open_auth(settings: Settings) -> AuthSetup:
     )
 
 
-def protected_resource_metadata(settings: Settings, setup: AuthSetup) -> dict[str, object]:
-    """The RFC 9728 document for the MCP endpoint."""
+def protected_resource_metadata(resource_url: str, setup: AuthSetup) -> dict[str, object]:
+    """The RFC 9728 document for the MCP endpoint at `resource_url`."""
     return {
-        "resource": settings.resource_url,
+        "resource": resource_url,
         "authorization_servers": list(setup.authorization_servers),
         "scopes_supported": list(setup.scopes_supported),
         "bearer_methods_supported": ["header"],

@@ -50,7 +50,9 @@ from app.mcp_server import spec_fixes
 from app.mcp_server.progress import wants_progress
 from app.operations.catalog import OPERATIONS, Call, Operation
 from app.operations.schemas import arguments_schema
-from app.settings import Settings
+from app.settings.history import HistorySettings
+from app.settings.serve import HttpLimits
+from app.settings.telemetry import McpSpans
 from app.telemetry.setup import mcp_spans_wanted
 
 logger = logging.getLogger(__name__)
@@ -63,7 +65,7 @@ INSTRUCTIONS = (
 )
 
 
-def tool_of(operation: Operation[Any, Any], settings: Settings) -> Tool:
+def tool_of(operation: Operation[Any, Any], settings: HistorySettings) -> Tool:
     """The MCP tool an operation is offered as."""
     return Tool(
         name=operation.name,
@@ -87,8 +89,9 @@ def tool_error(error: AnvilError) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=error.message)], is_error=True)
 
 
-def build_mcp_server(settings: Settings) -> Server[Any]:
-    """The MCP server with one tool per operation that MCP offers."""
+def build_mcp_server(settings: HistorySettings, *, spans: McpSpans) -> Server[Any]:
+    """The MCP server with one tool per operation that MCP offers, described with the history
+    bounds in force; the SDK's span per request kept as `spans` (`ANVIL_MCP_SPANS`) says."""
     tools = {operation.name: operation for operation in OPERATIONS if operation.tool}
     listing = ListToolsResult(tools=[tool_of(operation, settings) for operation in tools.values()])
     # The SDK walks the schema it is given on every 2026-07-28 `tools/call` to compare the
@@ -174,7 +177,7 @@ def build_mcp_server(settings: Settings) -> Server[Any]:
         # Lets the SDK check `Mcp-Param-*` headers without running `tools/list` per call.
         get_tool_input_schema=header_schemas.get,
     )
-    if not mcp_spans_wanted(settings.mcp_spans):
+    if not mcp_spans_wanted(spans):
         # The SDK's only default middleware is its OpenTelemetry span per request, and it
         # documents dropping it from this list as the way to opt out.
         server.middleware.clear()
@@ -183,7 +186,7 @@ def build_mcp_server(settings: Settings) -> Server[Any]:
 
 
 def session_manager(
-    server: Server[Any], settings: Settings, *, streaming: bool = False
+    server: Server[Any], limits: HttpLimits, *, streaming: bool = False
 ) -> StreamableHTTPSessionManager:
     """The SDK's stateless request manager for `server` (run it in the lifespan).
 
@@ -194,7 +197,7 @@ def session_manager(
         app=server,
         json_response=not streaming,
         stateless=True,
-        max_request_body_size=settings.max_body_bytes,
+        max_request_body_size=limits.max_body_bytes,
         # Host and Origin are checked by RequestGuard for every route, with Anvil's settings.
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )

@@ -44,7 +44,7 @@ from app.operations.schemas import (
     StartInput,
     configured_length,
 )
-from app.settings import Settings
+from app.settings.history import HistorySettings
 from app.telemetry.instruments import Telemetry
 
 In = TypeVar("In", bound=Arguments)
@@ -96,7 +96,7 @@ class Operation(Generic[In, Out]):
     name: str
     title: str
     #: Written for an agent: what it does and when to use it. A function when it names settings.
-    description: str | Callable[[Settings], str]
+    description: str | Callable[[HistorySettings], str]
     arguments: type[In]
     result: type[Out]
     handler: Callable[[Call, In], Awaitable[Out]]
@@ -109,7 +109,7 @@ class Operation(Generic[In, Out]):
     #: False for operations offered on REST only.
     tool: bool = True
 
-    def describe(self, settings: Settings) -> str:
+    def describe(self, settings: HistorySettings) -> str:
         """The description, with the settings in force where it names them."""
         return self.description if isinstance(self.description, str) else self.description(settings)
 
@@ -247,7 +247,7 @@ def _days(seconds: int) -> str:
     return f"{days:g} days" if days >= 1 else f"{seconds} seconds"
 
 
-def ask_description(settings: Settings) -> str:
+def ask_description(settings: HistorySettings) -> str:
     """`ask`'s description, naming the history bounds in force."""
     ttl_seconds, max_turns = settings.history_ttl_seconds, settings.history_max_turns
     return (

@@ -20,7 +20,7 @@ from app.domain.ask import MAX_FETCH_CHARS, MAX_SEARCH_RESULTS
 from app.domain.conversation import CONVERSATION_ID_PATTERN
 from app.domain.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from app.domain.lifecycle import MAX_LIST_LIMIT, MAX_TITLE_CHARS, MAX_TURNS_LIMIT
-from app.settings import MAX_TEXT_CHARS, Settings
+from app.settings.history import MAX_TEXT_CHARS, HistorySettings
 
 #: Python's whitespace (`str.isspace`), the characters the services strip before they refuse
 #: blank text, spelt so that JSON Schema (ECMA-262), Python and pydantic's regex engine all read
@@ -35,7 +35,7 @@ UNENCODABLE_TEXT = "contains text that is not valid Unicode (an unpaired surroga
 
 @dataclass(frozen=True, slots=True)
 class ConfiguredLength:
-    """Marks a text argument whose longest length is the setting `setting` (a `Settings` field):
+    """Marks a text argument whose longest length is the setting `setting` (a `HistorySettings` field):
     `arguments_schema` publishes the configured value as its `maxLength`, and the service checks
     it. The model itself bounds such a field, where it needs a bound, by the setting's ceiling
     (`MAX_TEXT_CHARS`), which no configuration exceeds."""
@@ -208,7 +208,7 @@ class NoInput(Arguments):
     model_config = ConfigDict(title="NoArguments")
 
 
-def arguments_schema(model: type[Arguments], settings: Settings) -> dict[str, Any]:
+def arguments_schema(model: type[Arguments], settings: HistorySettings) -> dict[str, Any]:
     """The JSON Schema of `model` as every surface publishes it: wire names, and each
     `ConfiguredLength` field's `maxLength` the value `settings` configure."""
     schema = model.model_json_schema(by_alias=True)

@@ -18,7 +18,8 @@ from fastapi.openapi.utils import get_openapi
 
 from app.operations.catalog import Operation
 from app.operations.schemas import arguments_schema
-from app.settings import Settings
+from app.settings.history import HistorySettings
+from app.settings.serve import HttpLimits
 
 #: How the OpenAPI document describes every error response.
 PROBLEM_RESPONSE: dict[str, Any] = {
@@ -35,7 +36,7 @@ EVERY_ROUTE = (400, 401, 403, 408, 413, 421, 429, 431, 500, 503)
 EVERY_PROBE = (408, 431, 500, 503)
 
 
-def status_meanings(settings: Settings) -> dict[int, str]:
+def status_meanings(settings: HttpLimits) -> dict[int, str]:
     """What each error status means on Anvil's routes, with the limits in force."""
     return {
         400: "The arguments (or the request) break a rule; the detail names it and what to change",
@@ -84,7 +85,7 @@ def error_response_of(status: int, meanings: dict[int, str]) -> dict[str, Any]:
     return response
 
 
-def responses_of(statuses: Iterable[int], settings: Settings) -> dict[int | str, dict[str, Any]]:
+def responses_of(statuses: Iterable[int], settings: HttpLimits) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI responses of these error statuses, in order."""
     meanings = status_meanings(settings)
     return {status: error_response_of(status, meanings) for status in sorted(set(statuses))}
@@ -94,7 +95,7 @@ def _path_names(operation: Operation[Any, Any]) -> set[str]:
     return {part[1:-1] for part in operation.route.path.split("/") if part.startswith("{")}
 
 
-def documented_inputs(operation: Operation[Any, Any], settings: Settings) -> dict[str, Any]:
+def documented_inputs(operation: Operation[Any, Any], settings: HistorySettings) -> dict[str, Any]:
     """The OpenAPI `parameters` and `requestBody` of a route, from its arguments model."""
     schema = arguments_schema(operation.arguments, settings)
     properties: dict[str, Any] = schema.get("properties", {})
@@ -218,14 +219,15 @@ JSON_RPC_SCHEMAS: dict[str, Any] = {
 }
 
 
-def build_openapi(api: FastAPI, settings: Settings) -> dict[str, Any]:
-    """The OpenAPI document API Management imports: REST routes, `/mcp`, and bearer sign-in."""
+def build_openapi(api: FastAPI, limits: HttpLimits, *, base_url: str) -> dict[str, Any]:
+    """The OpenAPI document API Management imports: REST routes, `/mcp`, and bearer sign-in, for
+    Anvil at `base_url` with the `limits` in force."""
     schema = get_openapi(
         title=api.title,
         version=api.version,
         description=api.description,
         routes=api.routes,
-        servers=[{"url": settings.base_url}],
+        servers=[{"url": base_url}],
     )
     components = schema.setdefault("components", {})
     components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}}
@@ -245,7 +247,7 @@ def build_openapi(api: FastAPI, settings: Settings) -> dict[str, Any]:
             for operation in operations.values():
                 operation["security"] = [{"bearer": []}]
     components["schemas"].update(JSON_RPC_SCHEMAS)
-    mcp_errors = responses_of(EVERY_ROUTE, settings)
+    mcp_errors = responses_of(EVERY_ROUTE, limits)
     mcp_errors[400] = {
         # No media type: the SDK answers a body not sent as application/json with plain text
         # and no Content-Type; every other 400 here is a JSON-RPC error (`JsonRpcError`).

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.settings import Settings
+from app.settings.auth import AuthSettings
 
 OPENAPI_VERSION = "3.0.3"
 TENANT_ID_PLACEHOLDER = "ANVIL_ENTRA_TENANT_ID"
@@ -115,7 +115,7 @@ class OAuth2Scheme:
         }
 
 
-def entra_scheme(settings: Settings) -> OAuth2Scheme:
+def entra_scheme(settings: AuthSettings) -> OAuth2Scheme:
     """Entra's authorization-code endpoints and Anvil's delegated scopes, from the settings.
 
     Outside `ANVIL_AUTH_MODE=entra` the tenant and client ids are `TENANT_ID_PLACEHOLDER` and

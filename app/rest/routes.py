@@ -21,7 +21,8 @@ from app.http.signin import principal_of
 from app.lifespan import runtime_of
 from app.operations.catalog import OPERATIONS, Call, Operation
 from app.rest.openapi import EVERY_PROBE, EVERY_ROUTE, documented_inputs, links_of, responses_of
-from app.settings import Settings
+from app.settings.history import HistorySettings
+from app.settings.serve import HttpLimits
 
 
 def _endpoint(operation: Operation[Any, Any]) -> Any:
@@ -62,8 +63,9 @@ async def _json_object(request: Request) -> dict[str, Any]:
     return decoded
 
 
-def add_routes(router: FastAPI, settings: Settings) -> None:
-    """Add the REST routes of every operation and the health probes."""
+def add_routes(router: FastAPI, *, limits: HttpLimits, history: HistorySettings) -> None:
+    """Add the REST routes of every operation and the health probes, documented with the
+    `limits` and `history` bounds in force."""
     for operation in OPERATIONS:
         route = operation.route
         router.add_api_route(
@@ -73,14 +75,14 @@ def add_routes(router: FastAPI, settings: Settings) -> None:
             response_model=operation.result,
             status_code=route.status_code,
             summary=route.summary,
-            description=operation.describe(settings),
+            description=operation.describe(history),
             operation_id=route.operation_id,
             tags=[route.tag],
-            responses={**links_of(operation), **responses_of((*route.errors, *EVERY_ROUTE), settings)},
-            openapi_extra=documented_inputs(operation, settings),
+            responses={**links_of(operation), **responses_of((*route.errors, *EVERY_ROUTE), limits)},
+            openapi_extra=documented_inputs(operation, history),
         )
 
-    probe_errors = responses_of(EVERY_PROBE, settings)
+    probe_errors = responses_of(EVERY_PROBE, limits)
 
     @router.get(
         "/healthz", summary="Liveness", operation_id="healthz", tags=["health"], responses=probe_errors

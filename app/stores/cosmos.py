@@ -27,7 +27,7 @@ from app.stores.cosmos_quota import ITEMS, claim, create_within, forget, quota_i
 from app.stores.cursor import decode_cursor, encode_cursor
 
 if TYPE_CHECKING:
-    from app.settings import Settings
+    from app.settings.stores import CosmosSettings
 
 logger = logging.getLogger(__name__)
 
@@ -92,8 +92,11 @@ class CosmosStore:
         self._items.hooks = {"response_hook": hook}
 
     @classmethod
-    async def open(cls, settings: Settings, clock: Callable[[], float] = time.time) -> CosmosStore:
-        """Connect to the configured container, creating it first when the settings ask.
+    async def open(
+        cls, settings: CosmosSettings, clock: Callable[[], float] = time.time, *, ttl_seconds: int
+    ) -> CosmosStore:
+        """Connect to the configured container, creating it first when the settings ask (its
+        default TTL `ttl_seconds`, the conversations' lifetime).
 
         Key auth when `cosmos_key` is set, else `DefaultAzureCredential` (managed identity in
         Azure). Throttled requests are retried by the SDK within the configured budget. Fails
@@ -113,9 +116,10 @@ class CosmosStore:
 
             credential = DefaultAzureCredential()
             close_credential = credential.close
-        # The SDK logs every request and its headers at INFO; keep that for ANVIL_LOG_LEVEL=debug.
+        # The SDK logs every request and its headers at INFO: kept only when Anvil logs at debug
+        # (ANVIL_LOG_LEVEL=debug, which `configure_logging` applies before the store opens).
         requests_logger = logging.getLogger(f"{__name__}.requests")
-        requests_logger.setLevel(logging.DEBUG if settings.log_level == "debug" else logging.WARNING)
+        requests_logger.setLevel(logging.DEBUG if logger.isEnabledFor(logging.DEBUG) else logging.WARNING)
         client = CosmosClient(
             settings.cosmos_endpoint,
             credential,
@@ -138,7 +142,7 @@ class CosmosStore:
                         settings.cosmos_container,
                         partition_key=PartitionKey(path="/oid"),
                         # Items carry their own `ttl`; only a container default turns TTL on.
-                        default_ttl=settings.history_ttl_seconds,
+                        default_ttl=ttl_seconds,
                         indexing_policy=INDEXING_POLICY,
                     )
                 )
@@ -328,7 +332,7 @@ class CosmosStore:
         if close is not None:
             await close()
 
-    async def _check_container(self, settings: Settings) -> None:
+    async def _check_container(self, settings: CosmosSettings) -> None:
         """Refuse to start on a missing container or one partitioned by another path."""
         from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
@@ -365,7 +369,7 @@ def _parse_token(token: str) -> tuple[float, str] | None:
         return None
 
 
-def _connection_policy(settings: Settings) -> Any:
+def _connection_policy(settings: CosmosSettings) -> Any:
     """The SDK's connection policy with the configured budget for throttled (429) requests."""
     from azure.cosmos import documents
 

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from app.domain.ports import ConversationStore
-    from app.settings import Settings
+    from app.settings.stores import StoreSettings
 
 
-async def open_store(settings: Settings) -> ConversationStore:
-    """The configured conversation store, opened: memory, SQLite under the data folder, or Cosmos DB."""
+async def open_store(settings: StoreSettings, *, ttl_seconds: int) -> ConversationStore:
+    """The configured conversation store, opened: memory, SQLite under the data folder, or Cosmos DB
+    (which creates a missing container with `ttl_seconds`, the conversations' lifetime, as its TTL)."""
     if settings.store == "memory":
         from app.stores.memory import MemoryStore
 
@@ -21,7 +22,7 @@ async def open_store(settings: Settings) -> ConversationStore:
     if settings.store == "cosmos":
         from app.stores.cosmos import CosmosStore
 
-        return await CosmosStore.open(settings)
+        return await CosmosStore.open(settings, ttl_seconds=ttl_seconds)
     from app.stores.sqlite import SqliteStore
 
     return await SqliteStore.open(settings.data_dir / "conversations.sqlite3")

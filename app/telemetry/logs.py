@@ -11,7 +11,7 @@ from typing import Any
 
 from opentelemetry import trace
 
-from app.settings import Settings
+from app.settings.telemetry import LoggingSettings
 from app.telemetry.redaction import install_redactor
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -68,7 +68,7 @@ def _span_context() -> tuple[str, str] | None:
     return f"{context.trace_id:032x}", f"{context.span_id:016x}"
 
 
-def configure_logging(settings: Settings) -> None:
+def configure_logging(settings: LoggingSettings) -> None:
     """Root logging at `ANVIL_LOG_LEVEL`, with tokens redacted from every record: JSON lines on
     standard output (`ANVIL_LOG_FORMAT=json`, the default), or plain text on standard error."""
     root = logging.getLogger()

@@ -30,7 +30,7 @@ from typing import Any
 from opentelemetry import trace
 
 import app
-from app.settings import Settings
+from app.settings.telemetry import TelemetrySettings
 from app.telemetry.instruments import SCOPE_NAME, Telemetry
 from app.telemetry.redaction import install_redactor
 
@@ -54,7 +54,7 @@ class TelemetryError(RuntimeError):
     """Telemetry is configured in a way Anvil cannot honour; the message says what to change."""
 
 
-def start(settings: Settings, environ: Mapping[str, str] | None = None) -> Telemetry:
+def start(settings: TelemetrySettings, environ: Mapping[str, str] | None = None) -> Telemetry:
     """Configure the OpenTelemetry SDK from `environ` (the process environment by default), set
     the global tracer and meter providers, and attach a log handler; `Telemetry.off()` when no
     exporter is configured, with no global provider set. Raises `TelemetryError` for a
@@ -164,7 +164,7 @@ def start(settings: Settings, environ: Mapping[str, str] | None = None) -> Telem
     )
 
 
-def _pseudonym_key(settings: Settings) -> bytes:
+def _pseudonym_key(settings: TelemetrySettings) -> bytes:
     if settings.telemetry_pseudonym_key is not None:
         return settings.telemetry_pseudonym_key.get_secret_value().encode()
     # Without a shared key, ids are comparable within this process only.

@@ -60,7 +60,7 @@ async def store(
     else:
         server: CosmosServer = request.getfixturevalue("cosmos_server")
         settings = cosmos_settings(server, f"rules-{uuid.uuid4().hex[:12]}")
-        opened = await CosmosStore.open(settings, clock)
+        opened = await CosmosStore.open(settings, clock, ttl_seconds=settings.history_ttl_seconds)
     try:
         yield opened
     finally:

@@ -40,7 +40,7 @@ class TestCosmosStore(StoreContract, QuotaContract):
     @pytest.fixture
     async def store(self, cosmos_server: CosmosServer, clock: FakeClock) -> AsyncIterator[ConversationStore]:
         settings = cosmos_settings(cosmos_server, f"contract-{uuid.uuid4().hex[:12]}")
-        opened = await CosmosStore.open(settings, clock)
+        opened = await CosmosStore.open(settings, clock, ttl_seconds=settings.history_ttl_seconds)
         yield opened
         await opened.aclose()
 
@@ -50,7 +50,8 @@ class TestCosmosStore(StoreContract, QuotaContract):
 
 @pytest.fixture
 async def cosmos_store(cosmos_server: CosmosServer, clock: FakeClock) -> AsyncIterator[CosmosStore]:
-    opened = await CosmosStore.open(cosmos_settings(cosmos_server, f"own-{uuid.uuid4().hex[:12]}"), clock)
+    settings = cosmos_settings(cosmos_server, f"own-{uuid.uuid4().hex[:12]}")
+    opened = await CosmosStore.open(settings, clock, ttl_seconds=settings.history_ttl_seconds)
     yield opened
     await opened.aclose()
 
@@ -67,7 +68,7 @@ async def test_the_container_it_creates_is_partitioned_by_oid_with_ttl_on(
     from azure.cosmos.aio import CosmosClient
 
     settings = cosmos_settings(cosmos_server, f"created-{uuid.uuid4().hex[:12]}")
-    store = await CosmosStore.open(settings)
+    store = await CosmosStore.open(settings, ttl_seconds=settings.history_ttl_seconds)
     await store.aclose()
     async with CosmosClient(cosmos_server.endpoint, cosmos_server.key) as client:
         container = client.get_database_client(settings.cosmos_database).get_container_client(
@@ -84,7 +85,7 @@ async def test_open_refuses_a_missing_container(cosmos_server: CosmosServer) -> 
         update={"cosmos_create_if_missing": False}
     )
     with pytest.raises(RuntimeError, match="does not exist"):
-        await CosmosStore.open(settings)
+        await CosmosStore.open(settings, ttl_seconds=settings.history_ttl_seconds)
 
 
 @pytest.mark.anyio
@@ -97,7 +98,7 @@ async def test_open_refuses_a_container_partitioned_by_another_path(cosmos_serve
         database = await client.create_database_if_not_exists(settings.cosmos_database)
         await database.create_container(settings.cosmos_container, partition_key=PartitionKey("/id"))
     with pytest.raises(RuntimeError, match="must have partition key /oid"):
-        await CosmosStore.open(settings)
+        await CosmosStore.open(settings, ttl_seconds=settings.history_ttl_seconds)
 
 
 @pytest.mark.anyio
@@ -192,7 +193,8 @@ async def test_traced_operations_carry_the_request_charge_cosmos_reports(cosmos_
         pseudonym_key=b"k" * 32,
     )
     clock = FakeClock()
-    opened = await CosmosStore.open(cosmos_settings(cosmos_server, f"charged-{uuid.uuid4().hex[:12]}"), clock)
+    settings = cosmos_settings(cosmos_server, f"charged-{uuid.uuid4().hex[:12]}")
+    opened = await CosmosStore.open(settings, clock, ttl_seconds=settings.history_ttl_seconds)
     store = TracedStore(opened, telemetry, "cosmos")
     try:
         await store.create(make_conversation(clock))

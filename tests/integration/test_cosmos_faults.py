@@ -44,7 +44,7 @@ async def store(cosmos: CosmosServer) -> AsyncIterator[CosmosStore]:
         cosmos_throttle_retries=THROTTLE_RETRIES,
         cosmos_throttle_wait_seconds=5.0,
     )
-    opened = await CosmosStore.open(settings)
+    opened = await CosmosStore.open(settings, ttl_seconds=settings.history_ttl_seconds)
     cosmos.reset()
     yield opened
     cosmos.reset()
@@ -170,7 +170,7 @@ async def test_a_server_that_went_away_is_unavailable_not_an_error() -> None:
             cosmos_key=SecretStr(doomed.key),
             cosmos_create_if_missing=True,
         )
-        store = await CosmosStore.open(settings)
+        store = await CosmosStore.open(settings, ttl_seconds=settings.history_ttl_seconds)
     try:
         with pytest.raises(Unavailable) as raised:
             await store.check()

@@ -64,8 +64,8 @@ def settings(cosmos: CosmosServer) -> Settings:
 @pytest.fixture
 async def replicas(settings: Settings, clock: Clock) -> AsyncIterator[tuple[CosmosStore, CosmosStore]]:
     """Two stores on one container, each with a client of its own."""
-    first = await CosmosStore.open(settings, clock)
-    second = await CosmosStore.open(settings, clock)
+    first = await CosmosStore.open(settings, clock, ttl_seconds=settings.history_ttl_seconds)
+    second = await CosmosStore.open(settings, clock, ttl_seconds=settings.history_ttl_seconds)
     try:
         yield first, second
     finally:

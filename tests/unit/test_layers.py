@@ -95,6 +95,8 @@ RULES = [
     # The product's rules: no web framework, protocol or cloud library, through any chain.
     ("app.domain", (*SERVER, "app.client", "app.telemetry", *WEB, *SDK, *AZURE, "httpx")),
     ("app.errors", (*SERVER, "app.domain", "app.client", "app.telemetry", *WEB, *SDK, *AZURE)),
+    # Every room imports its part of the settings; the settings import none of the rooms.
+    ("app.settings", (*SERVER, "app.domain", "app.client", "app.telemetry", *WEB, *SDK, *AZURE, "httpx")),
     # The catalog of operations knows the domain, not the surfaces that serve it.
     ("app.operations", (*SURFACES, "app.lifespan", *ADAPTERS, "app.client", *WEB, *SDK)),
     # Adapters implement ports; they never reach up into a surface.

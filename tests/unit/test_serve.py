@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from app.serve import GC_THRESHOLDS, server_for, settle_heap
 from app.settings import Settings
+from app.settings.serve import HttpLimits, ServeSettings
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def test_the_server_is_bound_and_limited_as_the_settings_say() -> None:
     settings = Settings(
         port=9123, max_concurrent_requests=17, drain_seconds=4, keep_alive_seconds=3, log_level="warning"
     )
-    config = server_for(FastAPI(), settings).config
+    config = server_for(FastAPI(), bind=settings, limits=settings, log_level=settings.log_level).config
     assert (config.host, config.port) == ("127.0.0.1", 9123)
     assert (config.limit_concurrency, config.timeout_graceful_shutdown, config.timeout_keep_alive) == (
         17,
@@ -42,7 +43,7 @@ def test_the_server_is_bound_and_limited_as_the_settings_say() -> None:
 
 def test_readiness_fails_from_the_first_stop_signal_on() -> None:
     api = FastAPI()
-    server = server_for(api, Settings())
+    server = server_for(api, bind=ServeSettings(), limits=HttpLimits(), log_level="warning")
     assert not getattr(api.state, "draining", False)
     server.handle_exit(signal.SIGTERM, None)
     assert api.state.draining is True

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,12 @@ import pytest
 from pydantic import ValidationError
 
 from app.auth.dev import DEV_SCOPE, DevIssuer, user_oid
-from app.settings import Settings, describe_error, unknown_variables
+from app.settings import PARTS, Settings, describe_error, unknown_variables
+from app.settings.auth import AuthSettings
+from app.settings.base import Part
+from app.settings.engines import EngineSettings
+from app.settings.serve import ServeSettings
+from app.settings.stores import StoreSettings
 
 
 @pytest.fixture(autouse=True)
@@ -163,6 +169,58 @@ def test_settings_are_frozen() -> None:
     settings = Settings()
     with pytest.raises(ValidationError):
         settings.port = 1  # type: ignore[misc]
+
+
+# --- the parts ---------------------------------------------------------------------------------
+
+
+def test_settings_is_every_part_and_declares_no_setting_of_its_own() -> None:
+    settings = Settings()
+
+    assert all(isinstance(settings, part) for part in PARTS)
+    assert set(Settings.model_fields) == {name for part in PARTS for name in part.model_fields}
+
+
+def test_no_two_parts_declare_the_same_setting() -> None:
+    declared: dict[str, str] = {}
+    for part in {cls for cls in Settings.__mro__ if issubclass(cls, Part) and cls is not Part}:
+        inherited = {n for base in part.__bases__ if issubclass(base, Part) for n in base.model_fields}
+        for name in set(part.model_fields) - inherited:
+            assert name not in declared, f"{name} is declared by {declared.get(name)} and {part.__name__}"
+            declared[name] = part.__name__
+    assert set(declared) == set(Settings.model_fields)
+
+
+@pytest.mark.parametrize(
+    ("part", "values", "named"),
+    [
+        (StoreSettings, {"store": "cosmos"}, "ANVIL_COSMOS_ENDPOINT"),
+        (EngineSettings, {"answer_engine": "openai"}, "ANVIL_OPENAI_MODEL"),
+        (EngineSettings, {"answer_engine": "azure-openai"}, "ANVIL_AZURE_OPENAI_DEPLOYMENT"),
+        (EngineSettings, {"openai_base_url": "ftp://x"}, "http(s)"),
+        (AuthSettings, {"auth_mode": "entra"}, "ANVIL_ENTRA_TENANT_ID"),
+        (ServeSettings, {"public_url": "/mcp"}, "http(s)"),
+    ],
+)
+def test_a_part_makes_its_own_checks_alone_and_within_settings(
+    part: type[Part], values: dict[str, object], named: str
+) -> None:
+    """Each part's checks run whether the part is validated alone or as part of `Settings` (two
+    parts with a check of the same name would silently keep only one)."""
+    with pytest.raises(ValidationError, match=re.escape(named)):
+        part(**values)
+    assert named in describe_error(refusal(**values))
+
+
+def test_a_check_that_spans_parts_is_made_by_settings() -> None:
+    assert ServeSettings(host="0.0.0.0").host == "0.0.0.0"
+    assert AuthSettings().auth_mode == "dev"
+    assert "ANVIL_AUTH_MODE=dev" in describe_error(refusal(host="0.0.0.0"))
+
+
+def test_a_part_is_frozen_alone_too() -> None:
+    with pytest.raises(ValidationError):
+        StoreSettings().store = "memory"  # type: ignore[misc]
 
 
 # --- derived values ----------------------------------------------------------------------------

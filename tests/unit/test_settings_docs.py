@@ -1,4 +1,5 @@
-"""The docs stay true to the code: every setting is documented with its default, links resolve."""
+"""The docs stay true to the code: every setting is documented with its default and its part, links
+resolve."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from pydantic.fields import FieldInfo
 
 from app.settings import Settings
+from app.settings.base import Part
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 TABLE_HEADER = "| Variable | Default | Description |"
@@ -78,3 +80,35 @@ def test_relative_links_point_to_existing_files() -> None:
 def test_the_link_finder_ignores_code_and_absolute_links() -> None:
     markdown = "See [a](a.md#x), [b](https://example.com), [c](#here), `[d](d.md)`.\n```\n[e](e.md)\n```\n"
     assert relative_links(markdown) == ["a.md#x"]
+
+
+PARTS_HEADER = "| Part | Its own settings | Taken by |"
+PART_ROW = re.compile(r"^\|\s*`(\w+)`\s*\|([^|]*)\|")
+
+
+def every_part(model: type[Part]) -> list[type[Part]]:
+    """The parts `model` is composed of, nested ones too, each once."""
+    found: list[type[Part]] = []
+    for base in model.__bases__:
+        if issubclass(base, Part) and base is not Part:
+            found += [part for part in (base, *every_part(base)) if part not in found]
+    return found
+
+
+def own_settings(part: type[Part]) -> set[str]:
+    """The variables `part` declares itself, not those of the parts it extends."""
+    inherited = {name for base in part.__bases__ if issubclass(base, Part) for name in base.model_fields}
+    return {"ANVIL_" + name.upper() for name in part.model_fields if name not in inherited}
+
+
+def test_the_table_of_parts_names_each_part_with_its_own_settings() -> None:
+    lines = (DOCS / "configuration.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index(PARTS_HEADER) + 2
+    documented: dict[str, set[str]] = {}
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        match = PART_ROW.match(line)
+        assert match is not None, f"unexpected row of parts: {line}"
+        documented[match[1]] = set(re.findall(r"`(ANVIL_[A-Z0-9_]+)`", match[2]))
+    assert documented == {part.__name__: own_settings(part) for part in every_part(Settings)}

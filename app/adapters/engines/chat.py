@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
     from openai.types.chat import ChatCompletionMessageParam
 
-    from app.settings import Settings
+    from app.settings.engines import EngineSettings
 
 logger = logging.getLogger(__name__)
 
@@ -345,7 +345,7 @@ def _reason(error: Any) -> str:
     return " ".join(text.split())[:200]
 
 
-def open_chat_engine(settings: Settings, corpus: AnswerEngine) -> ChatEngine:
+def open_chat_engine(settings: EngineSettings, corpus: AnswerEngine) -> ChatEngine:
     """The `openai` or `azure-openai` engine the settings describe, over `corpus`."""
     import openai
 

@@ -507,11 +507,10 @@ async def test_nothing_logs_the_account_key(
         store="cosmos",
         cosmos_endpoint="https://example.documents.azure.com:443/",
         cosmos_key=SecretStr(SECRET),
-        log_level="debug",
     )
     caplog.set_level(logging.DEBUG)
     container.fail["read"] = ServiceRequestError(f"Cannot connect with key {SECRET}")
-    store = await CosmosStore.open(settings)
+    store = await CosmosStore.open(settings, ttl_seconds=settings.history_ttl_seconds)
     try:
         for status in (429, 500, 403):
             container.fail["read_item"] = http_error(status, authorization=SECRET)

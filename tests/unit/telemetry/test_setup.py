@@ -108,7 +108,7 @@ def is_span_middleware(middleware: object) -> bool:
 
 
 def span_middleware(settings: Settings) -> int:
-    server = build_mcp_server(settings)
+    server = build_mcp_server(settings, spans=settings.mcp_spans)
     return sum(map(is_span_middleware, server.middleware))
 
 

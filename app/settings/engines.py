@@ -1,0 +1,115 @@
+"""The answer engine: which one, its corpus, and the language model it calls (`EngineSettings`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from app.settings.base import Part
+from app.urls import checked_url
+
+
+class EngineSettings(Part):
+    """The answer engine, the corpus it answers from, and the model endpoint of `openai` and
+    `azure-openai`."""
+
+    answer_engine: Literal["retrieval", "openai", "azure-openai", "echo"] = Field(
+        "retrieval",
+        description=(
+            "`retrieval`: cited answers composed from the Markdown corpus, offline; `openai`: a language "
+            "model behind any OpenAI-compatible Chat Completions endpoint, grounded on the corpus; "
+            "`azure-openai`: the same with an Azure OpenAI deployment; `echo`: repeats the question."
+        ),
+    )
+    corpus_dir: Path | None = Field(
+        None,
+        description=(
+            "Markdown (`*.md`, `*.mdx`) folder every engine but echo answers from. "
+            "Default: the project's `docs/`."
+        ),
+    )
+    openai_base_url: str | None = Field(
+        None,
+        description=(
+            "`openai` engine: the endpoint's base URL, e.g. `https://api.openai.com/v1` or "
+            "`http://localhost:11434/v1` (Ollama). Default: OpenAI's."
+        ),
+    )
+    openai_model: str | None = Field(None, description="`openai` engine: the model name (required).")
+    openai_api_key: SecretStr | None = Field(
+        None, description="`openai` engine: the API key; omit for endpoints that need none."
+    )
+    azure_openai_endpoint: str | None = Field(
+        None,
+        description=(
+            "`azure-openai` engine: the resource endpoint, e.g. `https://NAME.openai.azure.com` (required)."
+        ),
+    )
+    azure_openai_deployment: str | None = Field(
+        None, description="`azure-openai` engine: the model deployment's name (required)."
+    )
+    azure_openai_api_version: str = Field(
+        "2024-10-21", description="`azure-openai` engine: the data-plane API version."
+    )
+    azure_openai_api_key: SecretStr | None = Field(
+        None,
+        description=(
+            "`azure-openai` engine: an API key. Omit it to sign in with Entra ID instead (managed "
+            "identity in Azure, honouring `AZURE_CLIENT_ID`; developer credentials locally)."
+        ),
+    )
+    answer_timeout_seconds: float = Field(
+        60.0, gt=0, le=600, description="Longest wait for the language model's answer before the ask fails."
+    )
+    answer_max_output_tokens: int = Field(
+        800, ge=16, le=32_768, description="Most tokens the language model may write for one answer."
+    )
+    answer_temperature: float = Field(
+        0.2, ge=0, le=2, description="The language model's sampling temperature."
+    )
+    answer_history_tokens: int = Field(
+        3000,
+        ge=0,
+        le=200_000,
+        description="Most tokens of earlier turns sent to the language model; the oldest are left out first.",
+    )
+    answer_passages: int = Field(
+        5, ge=1, le=20, description="How many corpus passages a language-model answer is grounded on."
+    )
+
+    @field_validator("openai_base_url", "azure_openai_endpoint")
+    @classmethod
+    def _model_endpoint(cls, value: str | None) -> str | None:
+        return None if value is None else checked_url(value, example="https://api.example.com/v1")
+
+    @model_validator(mode="after")
+    def _engine_has_a_model(self) -> Self:
+        if self.answer_engine == "openai" and not self.openai_model:
+            raise ValueError("ANVIL_ANSWER_ENGINE=openai needs ANVIL_OPENAI_MODEL (the model to call)")
+        if self.answer_engine == "azure-openai":
+            missing = [
+                f"ANVIL_{name.upper()}"
+                for name in ("azure_openai_endpoint", "azure_openai_deployment")
+                if not getattr(self, name)
+            ]
+            if missing:
+                raise ValueError(f"ANVIL_ANSWER_ENGINE=azure-openai needs {' and '.join(missing)}")
+        return self
+
+    @property
+    def model_name(self) -> str | None:
+        """The language model answers come from (the Azure deployment's name); None without one."""
+        if self.answer_engine == "openai":
+            return self.openai_model
+        if self.answer_engine == "azure-openai":
+            return self.azure_openai_deployment
+        return None
+
+    def corpus_path(self) -> Path:
+        """The retrieval corpus folder: the setting, else the project's docs next to the package."""
+        if self.corpus_dir is not None:
+            return self.corpus_dir
+        bundled = Path(__file__).resolve().parents[2] / "docs"
+        return bundled if bundled.is_dir() else Path("docs")
