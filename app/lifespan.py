@@ -38,7 +38,6 @@ logger = logging.getLogger(__name__)
 class Runtime:
     """What the surfaces need at request time. `readiness` maps a check name to its probe."""
 
-    settings: Settings
     service: AskService
     conversations: ConversationService
     #: None when sign-in is off (`ANVIL_AUTH_MODE=none`): every caller is anonymous.
@@ -103,7 +102,6 @@ async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Tel
     # One queue of writers for both services: a delete makes the writers forget the conversation.
     writers = TurnQueue()
     return Runtime(
-        settings=settings,
         service=AskService(
             store,
             engine,

@@ -20,7 +20,6 @@ pytestmark = pytest.mark.anyio
 def runtime(tmp_path: Path, probes: dict[str, Any], corpus_documents: int | None = 3) -> Runtime:
     """A runtime carrying only what the probes read: its readiness checks and corpus size."""
     return Runtime(
-        settings=Settings(store="memory", answer_engine="echo", data_dir=tmp_path),
         service=cast(Any, None),
         conversations=cast(Any, None),
         verifier=None,

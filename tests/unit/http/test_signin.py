@@ -20,7 +20,6 @@ from app.domain.principal import Principal
 from app.errors import Unavailable
 from app.http.signin import BearerAuthMiddleware, principal_of
 from app.lifespan import Runtime
-from app.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -58,7 +57,6 @@ def signed_in(verifier: Verifier | None, tmp_path: Path) -> ASGIApp:
     """The middleware in front of `principal_app`, with a runtime holding `verifier` in the
     lifespan state of every request."""
     runtime = Runtime(
-        settings=Settings(data_dir=tmp_path),
         # The middleware reads only the verifier.
         service=cast(AskService, object()),
         conversations=cast(ConversationService, object()),
