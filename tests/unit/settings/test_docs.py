@@ -11,7 +11,7 @@ from pydantic.fields import FieldInfo
 from app.settings import Settings
 from app.settings.base import Part
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = Path(__file__).resolve().parents[3] / "docs"
 TABLE_HEADER = "| Variable | Default | Description |"
 ROW = re.compile(r"^\|\s*`(ANVIL_[A-Z0-9_]+)`\s*\|\s*([^|]*?)\s*\|")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
