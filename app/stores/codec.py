@@ -6,14 +6,32 @@ the conversation key because Cosmos DB requires an `id` and point reads use it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import pydantic_core
 
 from app.domain.conversation import Conversation, Turn
 
 
 def to_document(c: Conversation) -> dict[str, Any]:
     """The JSON-ready document for `c`; `from_document` turns it back into an equal value."""
+    return {**_header(c), "turns": [_turn_document(t) for t in c.turns]}
+
+
+def encode_turn(t: Turn) -> str:
+    """One entry of the document's `turns`, as JSON text."""
+    return pydantic_core.to_json(_turn_document(t)).decode()
+
+
+def encode_document(c: Conversation, turns: Sequence[str]) -> str:
+    """`to_document(c)` as JSON text, given its turns already encoded by `encode_turn`: a store
+    that keeps the encoded turns of what it last wrote encodes only the new turn on the next write."""
+    header = pydantic_core.to_json(_header(c)).decode()
+    return f'{header[:-1]},"turns":[{",".join(turns)}]}}'
+
+
+def _header(c: Conversation) -> dict[str, Any]:
     return {
         "id": c.key,
         "oid": c.oid,
@@ -28,7 +46,6 @@ def to_document(c: Conversation) -> dict[str, Any]:
         "title": c.title,
         # Derived, but stored so a listing can read it without loading every turn.
         "turnCount": c.turn_count,
-        "turns": [_turn_document(t) for t in c.turns],
     }
 
 

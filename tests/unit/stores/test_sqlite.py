@@ -504,3 +504,37 @@ async def test_a_call_made_just_before_closing_is_still_answered(path: Path, clo
     await asyncio.sleep(0)  # waiting for the worker thread, which has not been asked yet
     await closing_store.aclose()
     assert await waiting == StoredAs(conversation(clock))
+
+
+# --- batches and what is held decoded ----------------------------------------------------------
+
+
+async def test_writes_waiting_together_share_one_transaction_each_in_its_savepoint(
+    store: SqliteStore, clock: Clock
+) -> None:
+    etags = await asyncio.gather(*(store.create(conversation(clock, name)) for name in "ab"))
+    seen = statements(store)
+    replaced = (conversation(clock, name, version=2) for name in "ab")
+    await asyncio.gather(*(store.replace(c, if_match=e) for c, e in zip(replaced, etags, strict=True)))
+    assert seen == ["BEGIN", *["SAVEPOINT", "UPDATE", "RELEASE"] * 2, "COMMIT"]
+
+
+async def test_a_write_that_fails_in_its_batch_leaves_nothing_and_the_others_written(
+    store: SqliteStore, path: Path, clock: Clock
+) -> None:
+    etag_a, etag_b = await asyncio.gather(
+        store.create(conversation(clock, "a")), store.create(conversation(clock, "b"))
+    )
+
+    def half_done(db: sqlite3.Connection) -> int:
+        db.execute("UPDATE conversations SET title = 'half' WHERE key = 'mcp:oid-1:a'")
+        raise ValueError("failed after its statement")
+
+    results = await asyncio.gather(
+        store._run(half_done, write=True),
+        store.replace(conversation(clock, "b", version=2), if_match=etag_b),
+        return_exceptions=True,
+    )
+    assert isinstance(results[0], ValueError) and isinstance(results[1], str)
+    assert await store.get("oid-1", "a") == Stored(conversation(clock, "a"), etag_a)
+    assert await store.get("oid-1", "b") == StoredAs(conversation(clock, "b", version=2))
