@@ -28,18 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from support.cosmos import run_cosmos_server
-from support.history_model import (
-    Cluster,
-    History,
-    fresh_namespace,
-    make_plan,
-    model_env,
-    model_server,
-    new_seed,
-    report,
-    run_round,
-    write_corpus,
-)
+from support.history_cluster import Cluster, model_env, model_server, write_corpus
+from support.history_model import fresh_namespace, new_seed, report, run_round
+from support.history_runner import History
+from support.history_schedule import make_plan
 
 
 def summary(history: History) -> dict[str, int]:

@@ -8,8 +8,6 @@ same answer on top, so no turn is lost or duplicated.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 import time
 from collections.abc import Callable
@@ -17,6 +15,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from app.domain.ask_types import AskRequest, AskResult
 from app.domain.conversation import (
     CONVERSATION_ID_RULE,
     Conversation,
@@ -33,11 +32,11 @@ from app.domain.ports import (
     Progress,
     QuotaFull,
     Stored,
-    Usage,
     VersionConflict,
 )
 from app.domain.principal import Principal
 from app.domain.quota import ensure_room, quota_exceeded
+from app.domain.receipts import CLIENT_REQUEST_ID_RULE, find_receipt, request_digest
 from app.domain.turn_queue import TurnQueue
 from app.errors import Conflict, InvalidInput, NotFound, Unavailable
 
@@ -51,8 +50,6 @@ MAX_SEARCH_RESULTS = 50
 #: The most characters one fetch returns.
 MAX_FETCH_CHARS = 100_000
 
-CLIENT_REQUEST_ID_RULE = CONVERSATION_ID_RULE.replace("conversationId", "clientRequestId")
-
 
 @dataclass(frozen=True, slots=True)
 class HistoryLimits:
@@ -61,32 +58,6 @@ class HistoryLimits:
     max_turns: int = 50
     max_bytes: int = 262_144
     ttl_seconds: int = 2_592_000
-
-
-@dataclass(frozen=True, slots=True)
-class AskRequest:
-    """What a caller asks; field meanings follow the `ask` tool's arguments."""
-
-    question: str
-    conversation_id: str | None = None
-    instructions: str | None = None
-    client_request_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AskResult:
-    """The envelope every surface returns for `ask`, with its `outcome`: what telemetry counts."""
-
-    answer: str
-    conversation_id: str | None
-    note: str | None
-    created: bool
-    turn: int | None
-    condensed: bool
-    sources: tuple[Passage, ...]
-    #: The language model's token usage for this answer; None when no model was called.
-    usage: Usage | None = None
-    outcome: str = "one_shot"  # or "created", "continued", "replayed" (never in the tool's result)
 
 
 class AskService:
@@ -189,7 +160,7 @@ class AskService:
         self, principal: Principal, request: AskRequest, conversation_id: str, progress: Progress | None
     ) -> AskResult:
         # Only a retry key needs a digest of the arguments it must repeat.
-        digest = _request_digest(request) if request.client_request_id is not None else None
+        digest = request_digest(request) if request.client_request_id is not None else None
         mark = self.writers.mark()
         read = await self._read(principal, request, conversation_id, digest)
         if isinstance(read, AskResult):
@@ -290,7 +261,7 @@ def _check(
             f"conversationId {conversation_id!r} is already used by your account in another "
             "tenant: choose another conversationId."
         )
-    replay = _find_receipt(stored, request, digest)
+    replay = find_receipt(stored, request, digest)
     if replay is not None:
         return replay
     if request.instructions is not None:
@@ -358,48 +329,3 @@ def _result(
         sources=answer.sources,
         usage=answer.usage,
     )
-
-
-def _request_digest(request: AskRequest) -> str:
-    """A digest of the arguments a retry must repeat to be replayed."""
-    payload = json.dumps(
-        [request.question, request.conversation_id, request.instructions], separators=(",", ":")
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()[:32]
-
-
-def _find_receipt(stored: Conversation, request: AskRequest, digest: str | None) -> AskResult | None:
-    """The earlier result of this `clientRequestId`, or None; refuses a key reused with other arguments."""
-    if request.client_request_id is None:
-        return None
-    for turn in stored.turns:
-        if turn.client_request_id != request.client_request_id:
-            continue
-        if turn.request_digest != digest:
-            raise Conflict(
-                f"clientRequestId {request.client_request_id!r} was already used with other arguments "
-                f"in conversation {stored.conversation_id!r}: use a new clientRequestId for a new question."
-            )
-        return AskResult(
-            answer=turn.answer,
-            conversation_id=stored.conversation_id,
-            note=(
-                f"Replayed: clientRequestId {request.client_request_id!r} was already answered as turn "
-                f"{turn.number}; nothing was appended."
-            ),
-            # The turn created the conversation unless start_conversation did so before it.
-            created=turn.number == 1 and turn.at == stored.created_at,
-            turn=turn.number,
-            condensed=stored.dropped > 0,
-            sources=(),
-            usage=_usage_of(turn),
-            outcome="replayed",
-        )
-    return None
-
-
-def _usage_of(turn: Turn) -> Usage | None:
-    """The token usage stored with `turn`, if a model answered it."""
-    if turn.input_tokens is None or turn.output_tokens is None:
-        return None
-    return Usage(turn.input_tokens, turn.output_tokens)

@@ -76,20 +76,18 @@ microseconds for every POST.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from http import HTTPStatus
-from typing import Any, ClassVar, Protocol, cast
+from typing import Any, ClassVar, cast
 
 import httptools
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.http.problems import problem_document
+from app.http.frontdoor_inner import HTTPProtocol, awaits_continue, response_started
+from app.http.frontdoor_refusal import refusal, seconds_text
 
 logger = logging.getLogger(__name__)
 
@@ -106,18 +104,6 @@ _HEAD = 1  # the request line and headers have begun and not ended
 _BODY = 2  # the head is complete; the body (if any) has not ended
 _BROKEN = 3  # the bytes are not HTTP: the wrapped protocol answers 400 and closes
 _REFUSED = 4  # answered 408 or 431, or hung up: discarding until closed
-
-
-class HTTPProtocol(Protocol):
-    """What the front door needs of the protocol it wraps (uvicorn's HTTP protocols have it)."""
-
-    def connection_made(self, transport: Any) -> None: ...
-    def data_received(self, data: bytes) -> None: ...
-    def eof_received(self) -> bool | None: ...
-    def connection_lost(self, exc: Exception | None) -> None: ...
-    def pause_writing(self) -> None: ...
-    def resume_writing(self) -> None: ...
-    def shutdown(self) -> None: ...
 
 
 def _never() -> bool:
@@ -151,6 +137,9 @@ def front_door(
         limits = Limits(header_timeout, max_header_bytes, body_timeout, draining, inner)
 
     return FrontDoorProtocol
+
+
+NOT_HTTP = "The request is not valid HTTP/1.1; check its request line and headers, then retry."
 
 
 class FrontDoor(asyncio.Protocol):
@@ -221,6 +210,11 @@ class FrontDoor(asyncio.Protocol):
         else:
             self._parse(data)
         if self.state == _REFUSED:
+            return
+        if self.state == _BROKEN and not self.connected:
+            # Nothing of this connection has reached the server yet: answered here, as a problem
+            # document like every other error (uvicorn's own answer is plain text).
+            self._refuse(400, NOT_HTTP, "invalid-request")
             return
         if self.state == _HEAD and self.timer is None:
             self.timer = self.loop.call_later(self.timeout, self._deadline)
@@ -333,13 +327,13 @@ class FrontDoor(asyncio.Protocol):
             return
         self._refuse(
             408,
-            f"The request line and headers did not arrive within {_seconds(self.timeout)}; "
+            f"The request line and headers did not arrive within {seconds_text(self.timeout)}; "
             "send them at once, then retry.",
             "timeout",
         )
 
     def _arm_body_timer(self) -> None:
-        if _awaits_continue(self.inner):
+        if awaits_continue(self.inner):
             self.timer = self.loop.call_later(CONTINUE_CHECK_SECONDS, self._continue_check)
         else:
             self.timer = self.loop.call_later(self.body_timeout, self._body_deadline)
@@ -358,17 +352,17 @@ class FrontDoor(asyncio.Protocol):
             self.timer = self.loop.call_later(self.body_timeout, self._body_deadline)
             return
         detail = (
-            f"The request body did not arrive within {_seconds(self.body_timeout)}; "
+            f"The request body did not arrive within {seconds_text(self.body_timeout)}; "
             "send it at once, then retry."
         )
-        if _response_started(self.inner):
+        if response_started(self.inner):
             self._hang_up(detail)
         else:
             self._refuse(408, detail, "timeout")
 
     def _refuse(self, status: int, detail: str, kind: str) -> None:
         logger.debug("front door answered %d: %s", status, detail)
-        self._hang_up(detail, self._response(status, detail, kind))
+        self._hang_up(detail, refusal(status, detail, kind, self.server_state.default_headers))
 
     def _hang_up(self, reason: str, answer: bytes = b"") -> None:
         """Stop the connection: write `answer` (if any), stop sending, discard, then close."""
@@ -391,35 +385,7 @@ class FrontDoor(asyncio.Protocol):
         else:
             transport.close()
 
-    def _response(self, status: int, detail: str, kind: str) -> bytes:
-        phrase = HTTPStatus(status).phrase
-        body = json.dumps({**problem_document(status, detail, kind), "title": phrase}).encode()
-        lines = [f"HTTP/1.1 {status} {phrase}".encode()]
-        lines += [name + b": " + value for name, value in self.server_state.default_headers]
-        lines += [
-            b"content-type: application/problem+json",
-            b"content-length: " + str(len(body)).encode(),
-            b"connection: close",
-        ]
-        return b"\r\n".join(lines) + b"\r\n\r\n" + body
-
     def _cancel_timer(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-
-
-def _seconds(seconds: float) -> str:
-    return f"{seconds:g} second{'' if math.isclose(seconds, 1) else 's'}"
-
-
-def _awaits_continue(inner: HTTPProtocol) -> bool:
-    """Whether the request being read waits for `100 Continue`, which the app has not yet asked for."""
-    exchange = getattr(inner, "cycle", None)
-    return bool(getattr(exchange, "waiting_for_100_continue", False))
-
-
-def _response_started(inner: HTTPProtocol) -> bool:
-    """Whether the app has begun to answer the request being read (True when it cannot be told)."""
-    exchange = getattr(inner, "cycle", None)
-    return bool(getattr(exchange, "response_started", True))

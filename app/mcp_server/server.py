@@ -48,7 +48,8 @@ from app.http.signin import principal_of
 from app.lifespan import runtime_of
 from app.mcp_server import spec_fixes
 from app.mcp_server.progress import wants_progress
-from app.operations.catalog import OPERATIONS, Call, Operation
+from app.operations.catalog import OPERATIONS
+from app.operations.operation import Call, Operation
 from app.operations.schemas import arguments_schema
 from app.settings.history import HistorySettings
 from app.settings.serve import HttpLimits

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.domain.ask import AskResult
+from app.domain.ask_types import AskResult
 from app.domain.conversation import Conversation, ConversationPage, ConversationSummary, Turn
 from app.domain.lifecycle import StartedConversation
 from app.domain.ports import Document, Passage, Usage

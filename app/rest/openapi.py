@@ -16,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from app.operations.catalog import Operation
+from app.operations.operation import Operation
 from app.operations.schemas import arguments_schema
 from app.settings.history import HistorySettings
 from app.settings.serve import HttpLimits

@@ -19,7 +19,8 @@ from app.errors import InvalidInput
 from app.http.health import liveness, readiness
 from app.http.signin import principal_of
 from app.lifespan import runtime_of
-from app.operations.catalog import OPERATIONS, Call, Operation
+from app.operations.catalog import OPERATIONS
+from app.operations.operation import Call, Operation
 from app.rest.openapi import EVERY_PROBE, EVERY_ROUTE, documented_inputs, links_of, responses_of
 from app.settings.history import HistorySettings
 from app.settings.serve import HttpLimits

@@ -18,7 +18,8 @@ from support.cosmos import CosmosServer, run_cosmos_server
 from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
-from app.domain.ask import AskRequest, AskService, HistoryLimits
+from app.domain.ask import AskService, HistoryLimits
+from app.domain.ask_types import AskRequest
 from app.domain.lifecycle import ConversationService
 from app.domain.ports import ConversationStore
 from app.domain.principal import Principal

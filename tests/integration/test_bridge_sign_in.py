@@ -21,7 +21,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from security.calls import CLIENT_ID, TENANT, entra_env, new_id
 from support.anvil_server import AnvilServer, anvil_command, free_port, run_anvil
-from support.entra_issuer import EntraIssuer, running_issuer, signing_key
+from support.entra_issuer import EntraIssuer, running_issuer
+from support.entra_keys import signing_key
 
 pytestmark = pytest.mark.anyio
 

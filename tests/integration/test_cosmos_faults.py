@@ -15,7 +15,8 @@ from support.cosmos import CosmosServer, run_cosmos_server
 from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
-from app.domain.ask import AskRequest, AskService
+from app.domain.ask import AskService
+from app.domain.ask_types import AskRequest
 from app.domain.principal import Principal
 from app.errors import Unavailable
 from app.settings import Settings

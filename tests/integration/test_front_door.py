@@ -74,6 +74,8 @@ def test_bytes_that_are_not_http_still_get_400(server: AnvilServer) -> None:
         sock.sendall(b"\x16\x03\x01\x02\x00 not http\r\n\r\n")
         response, _ = wait_closed(sock)
     assert status_of(response) == 400
+    problem = problem_of(response)
+    assert problem["status"] == 400 and problem["detail"].startswith("The request is not valid HTTP/1.1")
 
 
 QUESTION = b'{"question": "in time?"}'

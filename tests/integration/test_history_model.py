@@ -21,21 +21,10 @@ from typing import Any
 
 import pytest
 from support.cosmos import CosmosServer, run_cosmos_server
-from support.history_model import (
-    Cluster,
-    History,
-    Kind,
-    StoreName,
-    check,
-    fresh_namespace,
-    make_plan,
-    model_env,
-    model_server,
-    new_seed,
-    report,
-    run_round,
-    write_corpus,
-)
+from support.history_cluster import Cluster, StoreName, model_env, model_server, write_corpus
+from support.history_model import check, fresh_namespace, new_seed, report, run_round
+from support.history_runner import History, Kind
+from support.history_schedule import make_plan
 from support.openai_server import FakeOpenAI
 
 

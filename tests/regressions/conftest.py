@@ -12,7 +12,7 @@ from support.anvil_server import AnvilServer, run_anvil
 from support.corpus_files import make_corpus, make_outside
 from support.cosmos import CosmosServer, run_cosmos_server
 from support.file_modes import bound_by_file_modes
-from support.history_model import Cluster, model_env, model_server, write_corpus
+from support.history_cluster import Cluster, model_env, model_server, write_corpus
 from support.openai_server import FakeOpenAI
 from support.races import SETUPS, Setup
 from support.raw_http import front_door_server

@@ -12,11 +12,11 @@ import anyio
 import httpx
 import pytest
 from support.gated import ALICE, Services
-from support.history_model import Arrivals, Cluster
+from support.history_cluster import Arrivals, Cluster
 from support.openai_server import FakeOpenAI, Reply
 from support.races import Caller, questions_of
 
-from app.domain.ask import AskRequest, AskResult
+from app.domain.ask_types import AskRequest, AskResult
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from support.anvil_server import AnvilServer, run_anvil
 from support.cosmos import run_cosmos_server
 from support.gated import ALICE, Services
 
-from app.domain.ask import AskRequest, AskResult
+from app.domain.ask_types import AskRequest, AskResult
 from app.errors import QuotaExceeded
 
 pytestmark = pytest.mark.anyio

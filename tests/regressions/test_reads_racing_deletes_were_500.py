@@ -9,7 +9,7 @@ import uuid
 import anyio
 import httpx
 import pytest
-from support.history_model import Cluster
+from support.history_cluster import Cluster
 from support.openai_server import FakeOpenAI
 from support.races import Caller, questions_of
 

@@ -10,7 +10,8 @@ from typing import Any
 
 import httpx
 from support.anvil_server import AnvilServer
-from support.entra_issuer import LOCAL_CLIENT_ID, LOCAL_TENANT, EntraIssuer
+from support.entra_issuer import EntraIssuer
+from support.entra_keys import LOCAL_CLIENT_ID, LOCAL_TENANT
 
 TENANT = LOCAL_TENANT
 OTHER_TENANT = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"

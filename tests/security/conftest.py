@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 from support.anvil_server import AnvilServer, run_anvil
-from support.entra_issuer import EntraIssuer, running_issuer, signing_key
+from support.entra_issuer import EntraIssuer, running_issuer
+from support.entra_keys import signing_key
 
 from .calls import CLIENT_ID, entra_env
 

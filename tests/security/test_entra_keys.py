@@ -10,7 +10,8 @@ import anyio
 import httpx
 import pytest
 from support.anvil_server import AnvilServer, free_port, run_anvil
-from support.entra_issuer import EntraIssuer, running_issuer, signing_key
+from support.entra_issuer import EntraIssuer, running_issuer
+from support.entra_keys import signing_key
 
 from .calls import ACCEPT, CLIENT_ID, TENANT, ask_mcp, entra_env, new_id, rows_for
 

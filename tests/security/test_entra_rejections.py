@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 from support.anvil_server import AnvilServer
-from support.entra_issuer import EntraIssuer, b64json, hs256_token, signing_key, unsigned_token
+from support.entra_issuer import EntraIssuer
+from support.entra_keys import b64json, hs256_token, signing_key, unsigned_token
 
 from .calls import (
     ACCEPT,

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
-from support.entra_issuer import signing_key
+from support.entra_keys import signing_key
 
 from app.auth.jwks import EMPTY_RETRY_SECONDS, JwksKeySource, SigningKeysUnavailable, signing_keys
 from app.errors import AuthError

@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 from support.anvil_server import run_anvil
-from support.entra_issuer import EntraIssuer, signing_key
+from support.entra_issuer import EntraIssuer
+from support.entra_keys import signing_key
 
 from app.telemetry.redaction import REDACTED, TokenRedactor, redact
 

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import anyio
 
-from app.domain.ask import AskRequest, AskService
+from app.domain.ask import AskService
+from app.domain.ask_types import AskRequest
 from app.domain.lifecycle import ConversationService
 from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
 from app.domain.principal import Principal

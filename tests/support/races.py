@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from support.history_model import Cluster, StoreName
+from support.history_cluster import Cluster, StoreName
 
 
 @dataclass(frozen=True)

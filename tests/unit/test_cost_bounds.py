@@ -12,7 +12,8 @@ import pytest
 from support.stores import read
 
 from app.adapters.engines.echo import EchoEngine
-from app.domain.ask import AskRequest, AskService, HistoryLimits
+from app.domain.ask import AskService, HistoryLimits
+from app.domain.ask_types import AskRequest
 from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
 from app.domain.principal import Principal
 from app.stores.codec import to_document

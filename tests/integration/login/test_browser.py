@@ -18,7 +18,8 @@ import httpx
 import pytest
 import requests
 from security.calls import SCOPE, TENANT, new_id
-from support.entra_issuer import LOCAL_USER_OID, EntraIssuer
+from support.entra_issuer import EntraIssuer
+from support.entra_keys import LOCAL_USER_OID
 from support.sign_in import (
     API_SCOPE,
     SERVER_URL,

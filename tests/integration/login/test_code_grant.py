@@ -9,7 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 from security.calls import SCOPE, TENANT
-from support.entra_issuer import EntraIssuer, pkce_challenge
+from support.entra_issuer import EntraIssuer
+from support.entra_sign_in import pkce_challenge
 from support.sign_in import (
     API_SCOPE,
     browser_client,

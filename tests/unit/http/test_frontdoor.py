@@ -260,11 +260,23 @@ async def test_a_refused_connection_closes_after_lingering(monkeypatch: pytest.M
     await asyncio.wait_for(transport.gone.wait(), 5)
 
 
-async def test_bytes_that_are_not_http_go_to_the_wrapped_protocol_which_answers_400() -> None:
-    door, inner, _ = connection()
+async def test_bytes_that_are_not_http_are_answered_400_as_a_problem_and_never_reach_the_server() -> None:
+    door, inner, transport = connection()
     door.data_received(b"\x16\x03\x01 not http\r\n\r\n")
-    assert inner.calls == ["connection_made", "data_received"]
-    assert door.timer is None
+    assert inner.calls == []
+    assert transport.status() == 400 and transport.eof
+    assert transport.problem()["detail"] == frontdoor.NOT_HTTP
+    door.data_received(b"more")
+    assert inner.calls == []
+
+
+async def test_bytes_that_are_not_http_after_a_request_go_to_the_wrapped_protocol() -> None:
+    # A request is already with the server: it answers that one, then its own 400 for the rest.
+    door, inner, transport = connection()
+    door.data_received(GET)
+    door.data_received(b"\x16\x03\x01 not http\r\n\r\n")
+    assert inner.calls == ["connection_made", "data_received", "data_received"]
+    assert transport.written == b""
     door.data_received(b"more")
     assert bytes(inner.received).endswith(b"more")
 

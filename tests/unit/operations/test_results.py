@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.domain.ask import AskResult
+from app.domain.ask_types import AskResult
 from app.domain.ports import Passage
 from app.operations.results import AskOutput
 
