@@ -22,6 +22,7 @@ from app.errors import AuthError, InvalidInput, Unavailable
 from app.http.problems import error_response, problem_response
 from app.lifespan import runtime_of
 from app.telemetry.instruments import Telemetry
+from app.telemetry.spans import CurrentSpan
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ class BearerAuthMiddleware:
         self, authorization: str | None, verifier: Verifier, telemetry: Telemetry
     ) -> Principal:
         """`_verify` in a span that records the outcome and the caller's pseudonym, never the token."""
-        with telemetry.tracer.start_as_current_span("sign_in") as span:
+        with CurrentSpan(telemetry.tracer, "sign_in") as span:
             try:
                 principal = await self._verify(authorization, verifier)
             except AuthError as error:

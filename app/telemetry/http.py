@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.telemetry.instruments import Telemetry
+from app.telemetry.spans import CurrentSpan
 
 access_logger = logging.getLogger("anvil.access")
 
@@ -69,7 +70,8 @@ class RequestTelemetry:
         method = scope["method"] if scope["method"] in KNOWN_METHODS else "_OTHER"
         # A caller's W3C `traceparent` (API Management sends one) makes this span its child.
         carrier = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]}
-        with self.telemetry.tracer.start_as_current_span(
+        with CurrentSpan(
+            self.telemetry.tracer,
             method,
             context=propagate.extract(carrier),
             kind=SpanKind.SERVER,

@@ -28,6 +28,7 @@ from app.domain.ports import (
 )
 from app.errors import AnvilError
 from app.telemetry.instruments import Telemetry
+from app.telemetry.spans import CurrentSpan
 
 #: Request charges of the store operation under way in this task (Cosmos DB only).
 _CHARGES: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("anvil_charges", default=None)
@@ -60,8 +61,8 @@ class TracedStore:
         started = time.perf_counter()
         charges: list[float] = []
         collecting = _CHARGES.set(charges)
-        with telemetry.tracer.start_as_current_span(
-            f"{operation} conversations", kind=SpanKind.CLIENT, attributes=labels
+        with CurrentSpan(
+            telemetry.tracer, f"{operation} conversations", kind=SpanKind.CLIENT, attributes=labels
         ) as span:
             if span.is_recording():
                 span.set_attributes(self._ids(oid, conversation_id))
@@ -179,9 +180,7 @@ class TracedEngine:
             attributes["gen_ai.input.messages"] = question
         started = time.perf_counter()
         name = f"chat {self.model}" if self.model else f"answer {self.name}"
-        with telemetry.tracer.start_as_current_span(
-            name, kind=SpanKind.CLIENT, attributes=attributes
-        ) as span:
+        with CurrentSpan(telemetry.tracer, name, kind=SpanKind.CLIENT, attributes=attributes) as span:
             try:
                 answer = await self.inner.answer(question, history, instructions, progress=progress)
             except AnvilError as error:
