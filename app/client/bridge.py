@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 
 from app import __version__
 from app.client.errors import EXIT_PROBLEM, EXIT_SIGN_IN, EXIT_UNREACHABLE, ClientError
+from app.client.tokens import TokenSource
 from app.errors import retry_after_seconds
 
 #: A token is renewed this many seconds before its `exp`, so no request carries one that expires
@@ -44,21 +45,6 @@ RENEW_BEFORE_SECONDS = 300.0
 _SDK_HTTP_ERROR = "Server returned an error response"
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class TokenSource:
-    """Where bearer tokens come from: `get(refresh)` returns one, blocking (MSAL reads its cache
-    file and may call Entra), and with `refresh=True` is asked for a new one after the server
-    refused the last; `renewable` says whether that can give a different token."""
-
-    get: Callable[[bool], str]
-    renewable: bool
-
-    @classmethod
-    def fixed(cls, token: str) -> TokenSource:
-        """A token given on the command line or in `ANVIL_TOKEN`: sent as is, never renewed."""
-        return cls(lambda _refresh: token, renewable=False)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 import httpx
 
 from app.client.errors import DevServer, DiscoveryError, ServerUnreachable, SignInNotNeeded, first_line
-from app.client.token_cache import default_cache_path
 from app.devkey import DEV_AUTHORITY
 from app.urls import checked_url
 
@@ -45,7 +44,7 @@ class SignInSettings:
     authority: str
     scopes: tuple[str, ...]
     client_id: str = DEFAULT_CLIENT_ID
-    cache_path: Path = field(default_factory=default_cache_path)
+    cache_path: Path = field(default_factory=lambda: _default_cache_path())
     server_url: str | None = None
 
 
@@ -89,7 +88,7 @@ def discover(
         authority=authority,
         scopes=scopes,
         client_id=client_id or DEFAULT_CLIENT_ID,
-        cache_path=cache_path or default_cache_path(),
+        cache_path=cache_path or _default_cache_path(),
         server_url=url,
     )
 
@@ -153,3 +152,11 @@ def _api_scopes(value: object, malformed: Callable[[str], DiscoveryError]) -> tu
     if None in matches or len(resources) != 1:
         raise malformed(f"its scopes {' '.join(scopes)} are not scopes of one api:// API")
     return scopes
+
+
+def _default_cache_path() -> Path:
+    # `token_cache` brings MSAL (about a third of a second to import): only sign-in needs it, not
+    # an `anvil ask` that finds a server without sign-in or a dev server.
+    from app.client.token_cache import default_cache_path
+
+    return default_cache_path()

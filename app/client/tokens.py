@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from app.client.bridge import TokenSource
 from app.client.errors import DevServer, ServerUnreachable, SignInNotNeeded
 from app.devkey import DevKey
 from app.urls import is_loopback
@@ -32,6 +31,21 @@ _DEV_USER_CHARS = re.compile(r"[^A-Za-z0-9._@-]")
 #: The public client `anvil login` and the bridge sign in with, when not the default (the Azure
 #: CLI's, which Anvil's deployment pre-authorises). Login and bridge must use the same one.
 CLIENT_ID_VARIABLE = "ANVIL_SIGN_IN_CLIENT_ID"
+
+
+@dataclass(frozen=True)
+class TokenSource:
+    """Where bearer tokens come from: `get(refresh)` returns one, blocking (MSAL reads its cache
+    file and may call Entra), and with `refresh=True` is asked for a new one after the server
+    refused the last; `renewable` says whether that can give a different token."""
+
+    get: Callable[[bool], str]
+    renewable: bool
+
+    @classmethod
+    def fixed(cls, token: str) -> TokenSource:
+        """A token given on the command line or in `ANVIL_TOKEN`: sent as is, never renewed."""
+        return cls(lambda _refresh: token, renewable=False)
 
 
 @dataclass(frozen=True)
@@ -101,11 +115,14 @@ def sign_in_for(url: str) -> UserSignIn | None:
 
 
 def _user_sign_in(url: str) -> UserSignIn:
-    # Imported here: MSAL takes a fifth of a second to import, which a given token never needs.
+    # Imported here, and MSAL (with `signin`) only once the server names Entra: it takes a fifth
+    # of a second to import, which a given token, a dev server or no sign-in never need.
     from app.client.discovery import discover
+
+    settings = discover(url, client_id=os.environ.get(CLIENT_ID_VARIABLE) or None)
     from app.client.signin import UserSignIn
 
-    return UserSignIn(discover(url, client_id=os.environ.get(CLIENT_ID_VARIABLE) or None))
+    return UserSignIn(settings)
 
 
 def _dev_choice(data_dir: Path) -> Choice:

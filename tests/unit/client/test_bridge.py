@@ -10,7 +10,8 @@ import httpx2
 import jwt
 import pytest
 
-from app.client.bridge import RENEW_BEFORE_SECONDS, BearerAuth, HttpFailure, TokenSource
+from app.client.bridge import RENEW_BEFORE_SECONDS, BearerAuth, HttpFailure
+from app.client.tokens import TokenSource
 
 pytestmark = pytest.mark.anyio
 

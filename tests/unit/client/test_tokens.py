@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import getpass
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import jwt
@@ -103,3 +105,19 @@ def test_the_local_user_is_a_valid_dev_user_name(
 def test_loopback_urls() -> None:
     assert is_loopback_url("http://localhost:8000") and is_loopback_url("http://[::1]:8000/mcp")
     assert not is_loopback_url("https://anvil.example.com") and not is_loopback_url("http://[::1")
+
+
+def test_choosing_a_token_for_a_server_without_sign_in_imports_neither_the_sdk_nor_msal() -> None:
+    """`anvil ask` pays for what it uses: the MCP SDK is the bridge's, MSAL is Entra sign-in's."""
+    probe = (
+        "import sys\n"
+        "from app.client.rest import ask\n"
+        "from app.client.tokens import choose\n"
+        "choose(sys.argv[1], None, lambda: None)\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'msal', 'msal_extensions'}))\n"
+    )
+    with canned_server() as server:
+        ran = subprocess.run(
+            [sys.executable, "-c", probe, server.url], capture_output=True, text=True, timeout=60, check=True
+        )
+    assert ran.stdout.strip() == "[]", ran.stdout + ran.stderr
