@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from support.anvil_server import AnvilServer, anvil_command, free_port, run_anvil
 from support.openai_server import FakeOpenAI, Reply, running_openai
+from support.preloaded_anvil import preloaded_anvil_command
 
 pytestmark = pytest.mark.anyio
 
@@ -31,8 +32,9 @@ RUN_TIMEOUT = 60
 
 
 def bridge_parameters(url: str, *args: str, **env: str) -> StdioServerParameters:
-    """How a host's configuration starts the bridge: the command, its arguments, its variables."""
-    command, *prefix = anvil_command()
+    """How a host's configuration starts the bridge: the command, its arguments, its variables (the
+    command a child of the preloaded interpreter: what is checked here is the session it serves)."""
+    command, *prefix = preloaded_anvil_command()
     return StdioServerParameters(command=command, args=[*prefix, "bridge", "--url", url, *args], env=env)
 
 

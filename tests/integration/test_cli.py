@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.anvil_server import AnvilServer, anvil_command, free_port
+from support.preloaded_anvil import preloaded_anvil_command
 
 from app import __version__
 from app.auth.dev import KEY_FILE_NAME
@@ -23,12 +24,14 @@ RUN_TIMEOUT = 60
 ENVELOPE_KEYS = {"answer", "conversationId", "note", "created", "turn", "condensed", "sources", "usage"}
 
 
-def anvil(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """`anvil ARGS` in a child process with only the given ANVIL_ variables set."""
+def anvil(*args: str, cwd: Path, fresh: bool = False, **env: str) -> subprocess.CompletedProcess[str]:
+    """`anvil ARGS` in a child process with only the given ANVIL_ variables set: a child of the
+    preloaded interpreter (`support.preloaded_anvil`), or with `fresh` the console script, where
+    what is checked happens while the interpreter starts (argument parsing, `--version`)."""
     child_env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ANVIL_")}
     child_env.update(env)
     return subprocess.run(
-        [*anvil_command(), *args],
+        [*(anvil_command() if fresh else preloaded_anvil_command()), *args],
         cwd=cwd,
         env=child_env,
         capture_output=True,
@@ -58,7 +61,7 @@ def one_error_line(ran: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_version_prints_the_package_version(tmp_path: Path) -> None:
-    ran = anvil("--version", cwd=tmp_path)
+    ran = anvil("--version", cwd=tmp_path, fresh=True)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout == f"anvil {__version__}\n"
 
@@ -220,7 +223,7 @@ def test_login_and_logout_without_a_server_are_exit_3_naming_the_url(tmp_path: P
     ],
 )
 def test_invalid_arguments_are_usage_errors(tmp_path: Path, args: list[str]) -> None:
-    ran = anvil("ask", *args, cwd=tmp_path, ANVIL_DATA_DIR=str(tmp_path))
+    ran = anvil("ask", *args, cwd=tmp_path, fresh=True, ANVIL_DATA_DIR=str(tmp_path))
     assert ran.returncode == 2
     assert "Traceback" not in ran.stderr and ran.stdout == ""
     assert ran.stderr.splitlines()[-1].startswith("anvil ask: error:")
@@ -287,7 +290,8 @@ def test_the_clients_page_example_runs(dev_server: AnvilServer, tmp_path: Path) 
     section = page.split("## The anvil command line\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     [script] = re.findall(r"^```bash\n(.*?)^```", section, flags=re.M | re.S)
     conversation = f"cli-doc-{uuid.uuid4().hex}"
-    script = script.replace(".venv/bin/anvil", shlex.join(anvil_command())).replace("cli-demo", conversation)
+    anvil_here = shlex.join(preloaded_anvil_command())
+    script = script.replace(".venv/bin/anvil", anvil_here).replace("cli-demo", conversation)
     env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ANVIL_")}
     env.update(ANVIL_URL=dev_server.url, ANVIL_DATA_DIR=str(dev_server.data_dir))
     ran = subprocess.run(

@@ -16,7 +16,8 @@ import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from support.anvil_server import AnvilServer, anvil_command
+from support.anvil_server import AnvilServer
+from support.preloaded_anvil import preloaded_anvil_command
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOC = (REPO_ROOT / "docs" / "clients.md").read_text(encoding="utf-8")
@@ -47,10 +48,17 @@ def json_blocks(section: str) -> list[dict[str, Any]]:
     return [json.loads(block) for block in blocks(SECTIONS[section], "json")]
 
 
+def local_anvil() -> str:
+    """What stands for `.venv/bin/anvil` in a snippet: a child of the preloaded interpreter
+    (`support.preloaded_anvil`), since the snippets check what the commands do, not how the
+    interpreter starts."""
+    return " ".join(preloaded_anvil_command())
+
+
 def local_shell(server: AnvilServer, script: str) -> subprocess.CompletedProcess[str]:
     """Run a bash snippet from the page against `server` instead of 127.0.0.1:8000."""
     script = script.replace("http://127.0.0.1:8000", server.url)
-    script = script.replace(".venv/bin/anvil", " ".join(anvil_command()))
+    script = script.replace(".venv/bin/anvil", local_anvil())
     # python3 (for infra/smoke.sh) is the interpreter running the tests.
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {**os.environ, "PATH": path, "ANVIL_DATA_DIR": str(server.data_dir)}
@@ -126,7 +134,7 @@ async def test_the_claude_desktop_config_starts_a_bridge_that_holds_a_conversati
     assert set(entry) == {"command", "args"} and Path(entry["command"]).name == "anvil"
     args = [dev_server.url if arg == "https://anvil.example.com/mcp" else arg for arg in entry["args"]]
     assert args != entry["args"], "the config points the bridge at the example server"
-    command, *prefix = anvil_command()
+    command, *prefix = preloaded_anvil_command()
     host = StdioServerParameters(
         command=command, args=[*prefix, *args], env={"ANVIL_DATA_DIR": str(dev_server.data_dir)}
     )
@@ -144,22 +152,60 @@ def test_bash_snippets_parse(block: str) -> None:
     assert ran.returncode == 0, ran.stderr
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto", "2026-07-28"])
-def test_the_python_example_holds_a_conversation_in_every_mode(dev_server: AnvilServer, mode: str) -> None:
+PYTHON_MODES = ("legacy", "auto", "2026-07-28")
+#: Runs the example once per mode in one interpreter, each as a `__main__` of its own with its own
+#: ANVIL_TOKEN, and prints what each printed (or raised) as JSON: the example's imports cost more
+#: than its run, and the runs share nothing but the imported modules.
+EXAMPLE_RUNNER = """
+import contextlib, io, json, os, sys, traceback
+
+outcomes = {}
+for mode, run in json.load(sys.stdin).items():
+    os.environ["ANVIL_TOKEN"] = run["token"]
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            exec(compile(run["code"], "<python example>", "exec"), {"__name__": "__main__"})
+    except BaseException:
+        outcomes[mode] = {"stdout": printed.getvalue(), "error": traceback.format_exc()}
+    else:
+        outcomes[mode] = {"stdout": printed.getvalue(), "error": None}
+print(json.dumps(outcomes))
+"""
+
+
+@pytest.fixture(scope="module")
+def python_example_runs(dev_server: AnvilServer) -> dict[str, dict[str, str | None]]:
     code = only_block("Python SDK", "python")
-    assert f'URL = "{LOCAL_MCP}"' in code and 'mode="auto"' in code
-    code = code.replace(LOCAL_MCP, dev_server.mcp_url).replace('mode="auto"', f'mode="{mode}"')
-    env = {**os.environ, "ANVIL_TOKEN": dev_server.token(f"docs-python-{mode}")}
+    runs = {
+        mode: {
+            "code": code.replace(LOCAL_MCP, dev_server.mcp_url).replace('mode="auto"', f'mode="{mode}"'),
+            "token": dev_server.token(f"docs-python-{mode}"),
+        }
+        for mode in PYTHON_MODES
+    }
     ran = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
+        [sys.executable, "-c", EXAMPLE_RUNNER],
+        input=json.dumps(runs),
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,
         check=False,
     )
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.splitlines() == [
+    outcomes: dict[str, dict[str, str | None]] = json.loads(ran.stdout.splitlines()[-1])
+    return outcomes
+
+
+@pytest.mark.parametrize("mode", PYTHON_MODES)
+def test_the_python_example_holds_a_conversation_in_every_mode(
+    python_example_runs: dict[str, dict[str, str | None]], mode: str
+) -> None:
+    code = only_block("Python SDK", "python")
+    assert f'URL = "{LOCAL_MCP}"' in code and 'mode="auto"' in code
+    ran = python_example_runs[mode]
+    assert ran["error"] is None, ran["error"]
+    assert str(ran["stdout"]).splitlines() == [
         "1 Echo: What is Anvil?",
         "2 Echo: Where does it keep conversations? (turn 2; previous question: What is Anvil?)",
     ]
@@ -171,7 +217,7 @@ def node_shell(
     """A bash snippet from the page, with the repository's Node tools (Node 22, npx's packages)
     first on PATH and a home of its own (the tools keep files there)."""
     script = script.replace("http://127.0.0.1:8000", server.url)
-    script = script.replace(".venv/bin/anvil", " ".join(anvil_command()))
+    script = script.replace(".venv/bin/anvil", local_anvil())
     path = os.pathsep.join([str(node.parent), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = {**os.environ, "PATH": path, "HOME": str(tmp_path), "ANVIL_DATA_DIR": str(server.data_dir)}
     env.pop("ANVIL_TOKEN", None)
