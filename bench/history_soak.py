@@ -6,10 +6,11 @@ set of `anvil serve` processes (killed with SIGKILL and restarted along the way)
 
 Round i runs the schedule of seed N+i (`tests/support/history_model.py`, the same code
 `tests/integration/test_history_model.py` runs) and prints its operations and any violation of
-the model. With the default sizes a round is the test's, so a seed printed here replays there
-(`ANVIL_MODEL_SEED`); `--minutes 0 --seed N` runs the one round of seed N. The last line sums
-up; the exit status is 1 if any round broke the model. `--store cosmos` needs the Node test
-tools (`npm ci`).
+the model. Its rounds are longer than the test's (20 steps a worker, and a slower model); with
+the test's sizes (`--workers 4 --steps 12`) a seed printed here replays there
+(`ANVIL_MODEL_SEED`) and the other way round; `--minutes 0 --seed N` runs the one round of seed
+N. The last line sums up; the exit status is 1 if any round broke the model. `--store cosmos`
+needs the Node test tools (`npm ci`).
 """
 
 from __future__ import annotations

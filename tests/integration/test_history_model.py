@@ -15,6 +15,7 @@ import math
 import os
 import random
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,19 +49,27 @@ SETUPS = [
     Setup("cosmos", 2, kills=1),
 ]
 
-#: The size of a round (`bench/history_soak.py` has the same defaults, so a seed it reports
-#: replays here): enough for bursts, retries and deletes to meet on every conversation, small
-#: enough for all five setups to run in about a minute on two cores.
+#: The size of a round; `bench/history_soak.py --workers 4 --steps 12` runs the same schedules,
+#: so a seed either reports replays in the other. 12 steps a worker (20 before): of the 48 steps,
+#: about 7 are bursts of 3-7 asks with a delete (or delete-all) sent while they are answered, 8
+#: more are deletes, about 20 are asks half of them with a retry key, and half the traffic is on
+#: one conversation, so every kind of race still meets on it several times a round; the kill
+#: falls between steps 8 and 40, with asks in flight on every side of it. Rounds of this size
+#: answered 45-70 asks and 7-10 deletes that found something, on every store.
 WORKERS = 4
-STEPS = 20
+STEPS = 12
+#: Seconds the model takes per request (50-300 ms before). An ask sends it two requests, so it
+#: is in flight 40-240 ms plus the store's own work: longer than a delete or a read takes on
+#: any store (milliseconds on SQLite, tens on the Cosmos DB test server), so the deletes of a
+#: burst and of other workers still land while asks are answered (3 in 4 of the deletes of a
+#: round fell inside an ask of their conversation, as with the slower model).
+MODEL_DELAY = (0.02, 0.12)
 
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeOpenAI]:
-    # A model that takes 50-300 ms per request: asks are in flight long enough for the
-    # deletes and reads of other workers to land while they are answered.
     delays = random.Random(0)
-    with model_server(lambda: delays.uniform(0.05, 0.3)) as server:
+    with model_server(lambda: delays.uniform(*MODEL_DELAY)) as server:
         yield server
 
 
@@ -73,6 +82,39 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cosmos() -> Iterator[CosmosServer]:
     with run_cosmos_server() as server:
         yield server
+
+
+class Clusters:
+    """One cluster per store, shared by that store's setups one after the other (the one-process
+    round, then a second process started for the two-process round): each round has a namespace
+    of its own, and the restart of its kill is its own, so a round never needs a new store; it
+    saves starting again what the setup before left running. A round that failed leaves its
+    cluster to no other."""
+
+    def __init__(self, folder: Path, stack: ExitStack) -> None:
+        self.folder = folder
+        self.stack = stack
+        self.running: dict[StoreName, Cluster] = {}
+
+    def of(self, setup: Setup, env: dict[str, str]) -> Cluster:
+        cluster = self.running.get(setup.store)
+        if cluster is None:
+            cluster = Cluster(setup.store, setup.processes, self.folder / setup.store, env)
+            self.running[setup.store] = self.stack.enter_context(cluster)
+        else:
+            cluster.resize(setup.processes)
+        return cluster
+
+    def drop(self, store: StoreName) -> None:
+        cluster = self.running.pop(store, None)
+        if cluster is not None:
+            cluster.close()
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
+    with ExitStack() as stack:
+        yield Clusters(tmp_path_factory.mktemp("history-data"), stack)
 
 
 def replay_seed() -> int | None:
@@ -88,21 +130,31 @@ def replay_seed() -> int | None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("setup", SETUPS, ids=lambda s: s.name)
 async def test_every_answer_fits_the_history_model(
-    setup: Setup, request: pytest.FixtureRequest, tmp_path: Path, fake: FakeOpenAI, corpus: Path
+    setup: Setup, request: pytest.FixtureRequest, clusters: Clusters, fake: FakeOpenAI, corpus: Path
 ) -> None:
     seed = replay_seed()
     if seed is None:
         seed = new_seed()
     try:
-        await run_setup(setup, seed, request, tmp_path, fake, corpus)
+        await run_setup(setup, seed, request, clusters, fake, corpus)
     except BaseException as error:
+        clusters.drop(setup.store)
         # Whatever failed (a check, or a server that would not start), the seed replays it.
-        error.add_note(f"history model: {setup.name}, seed {seed} (replay with ANVIL_MODEL_SEED={seed})")
+        error.add_note(
+            f"history model: {setup.name}, seed {seed} (replay with ANVIL_MODEL_SEED={seed}, or "
+            f"bench/history_soak.py --minutes 0 --seed {seed} --store {setup.store} --processes "
+            f"{setup.processes} --kills {setup.kills} --workers {WORKERS} --steps {STEPS})"
+        )
         raise
 
 
 async def run_setup(
-    setup: Setup, seed: int, request: pytest.FixtureRequest, tmp_path: Path, fake: FakeOpenAI, corpus: Path
+    setup: Setup,
+    seed: int,
+    request: pytest.FixtureRequest,
+    clusters: Clusters,
+    fake: FakeOpenAI,
+    corpus: Path,
 ) -> None:
     env = model_env(fake, corpus)
     if setup.store == "cosmos":
@@ -115,11 +167,12 @@ async def run_setup(
         steps=STEPS,
         kills=setup.kills,
     )
-    with Cluster(setup.store, setup.processes, tmp_path / "data", env) as cluster:
-        history = await run_round(cluster, fake, plan)
-        if history.violations:
-            pytest.fail(f"{report(history, plan, setup.name)}\n{cluster.logs()}", pytrace=False)
-        assert cluster.kills == setup.kills
+    cluster = clusters.of(setup, env)
+    kills_before = cluster.kills
+    history = await run_round(cluster, fake, plan)
+    if history.violations:
+        pytest.fail(f"{report(history, plan, setup.name)}\n{cluster.logs()}", pytrace=False)
+    assert cluster.kills - kills_before == setup.kills
     asks = [op for op in history.ops if op.kind == "ask"]
     # The round did what it is for: asks answered, and deletes that found something.
     assert sum(op.fresh for op in asks) >= WORKERS * STEPS // 4

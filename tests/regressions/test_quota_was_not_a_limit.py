@@ -13,9 +13,9 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
-from support.anvil_server import AnvilServer, run_anvil
-from support.cosmos import run_cosmos_server
+from support.cosmos import CosmosServer
 from support.gated import ALICE, Services
+from support.history_cluster import Cluster
 
 from app.domain.ask_types import AskRequest, AskResult
 from app.errors import QuotaExceeded
@@ -61,36 +61,38 @@ async def test_starts_at_once_never_pass_the_quota() -> None:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "cosmos"])
-def anvil_pair(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[AnvilServer, AnvilServer]]:
-    """Two processes sharing one store and one signing key, as two replicas would."""
+def anvil_pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Two processes sharing one store and one signing key, as two replicas would (on Cosmos DB,
+    a container of their own on the package's server)."""
     shared: Path = tmp_path_factory.mktemp(f"quota-{request.param}")
     env = {"ANVIL_ANSWER_ENGINE": "echo", "ANVIL_MAX_CONVERSATIONS_PER_USER": "3"}
-    if request.param == "sqlite":
-        with run_anvil(shared, env, name="a") as first, run_anvil(shared, env, name="b") as second:
-            yield first, second
-        return
-    with run_cosmos_server() as cosmos:
+    if request.param == "cosmos":
+        cosmos: CosmosServer = request.getfixturevalue("cosmos")
         env = cosmos.env(**env, ANVIL_COSMOS_CONTAINER=f"served-{uuid.uuid4().hex[:12]}")
-        with run_anvil(shared, env, name="a") as first, run_anvil(shared, env, name="b") as second:
-            yield first, second
+    with Cluster(request.param, 2, shared, env) as pair:
+        yield pair
+
+
+def url(pair: Cluster, index: int) -> str:
+    found = pair.url(index % 2)
+    assert found is not None
+    return found
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("route", ["ask", "start"])
 async def test_thirty_parallel_creations_over_two_servers_keep_three_conversations(
-    anvil_pair: tuple[AnvilServer, AnvilServer], route: str
+    anvil_pair: Cluster, route: str
 ) -> None:
     user = f"quota-{route}"
-    headers = {"Authorization": f"Bearer {anvil_pair[0].token(user)}"}
+    headers = {"Authorization": f"Bearer {anvil_pair.token(user)}"}
     results: dict[int, httpx.Response] = {}
     limits = httpx.Limits(max_connections=60, max_keepalive_connections=60)
 
     async with httpx.AsyncClient(timeout=60, limits=limits, headers=headers) as http:
 
         async def create(n: int) -> None:
-            base = anvil_pair[n % 2].url
+            base = url(anvil_pair, n)
             if route == "ask":
                 body = {"question": f"question {n}", "conversationId": f"new-{n}"}
                 results[n] = await http.post(f"{base}/api/ask", json=body)
@@ -106,22 +108,22 @@ async def test_thirty_parallel_creations_over_two_servers_keep_three_conversatio
         assert len(created) == 3, {n: (r.status_code, r.text[:200]) for n, r in results.items()}
         assert len(refused) == 27
         assert all("the most one user may keep (3)" in results[n].text for n in refused)
-        listing = await http.get(f"{anvil_pair[1].url}/api/conversations")
+        listing = await http.get(f"{url(anvil_pair, 1)}/api/conversations")
         kept = [c["conversationId"] for c in listing.json()["conversations"]]
         assert len(kept) == 3
 
         # One delete gives exactly one slot back, to the first of ten new asks to take it.
-        deleted = await http.delete(f"{anvil_pair[0].url}/api/conversations/{kept[0]}")
+        deleted = await http.delete(f"{url(anvil_pair, 0)}/api/conversations/{kept[0]}")
         assert deleted.json() == {"deleted": True}
 
         async def ask_again(n: int) -> None:
             body = {"question": "again", "conversationId": f"again-{n}"}
-            results[100 + n] = await http.post(f"{anvil_pair[n % 2].url}/api/ask", json=body)
+            results[100 + n] = await http.post(f"{url(anvil_pair, n)}/api/ask", json=body)
 
         async with anyio.create_task_group() as group:
             for n in range(10):
                 group.start_soon(ask_again, n)
         statuses = Counter(results[100 + n].status_code for n in range(10))
         assert statuses == {200: 1, 409: 9}
-        listing = await http.get(f"{anvil_pair[0].url}/api/conversations")
+        listing = await http.get(f"{url(anvil_pair, 0)}/api/conversations")
         assert len(listing.json()["conversations"]) == 3

@@ -15,8 +15,10 @@ from support.races import Caller, questions_of
 
 pytestmark = pytest.mark.anyio
 
-#: Rounds of {10 get, 1 delete (and 1 ask), 10 get}.
-ROUNDS = 25
+#: Rounds of {10 get, 1 delete (and 1 ask), 10 get}: 8 on every set-up (25 before). The bug
+#: failed 32 of 40 rounds, so 8 rounds all passing over it has odds of about 3 in a million;
+#: rounds 0 and 4 send their ask too, and every round races its reads with its delete.
+ROUNDS = 8
 READS = 10
 
 

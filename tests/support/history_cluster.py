@@ -8,6 +8,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
@@ -86,23 +87,66 @@ class Cluster:
 
     def __enter__(self) -> Cluster:
         self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # The signing key every process loads, made before any starts, so none races to make it.
+        self._issuer = DevIssuer.load_or_create(self.data_dir)
         try:
-            # One after the other: the first creates the signing key the others load.
-            for index in range(self.size):
-                self._start(index)
+            if self.store == "cosmos":
+                # The first creates the database and container; the others find them there (two
+                # creating them at once could both find them missing, and one fail to create).
+                self._start(0)
+                self._start_all(range(1, self.size))
+            else:
+                # SQLite schema creation is one immediate transaction, safe for processes opening
+                # a new file at once: they start side by side, each start mostly waiting on imports.
+                self._start_all(range(self.size))
         except BaseException:
             self.close()
             raise
         return self
 
+    def _start_all(self, indexes: range) -> None:
+        if len(indexes) <= 1:
+            for index in indexes:
+                self._start(index)
+            return
+        with ThreadPoolExecutor(len(indexes)) as pool:
+            starts = [pool.submit(self._start, index) for index in indexes]
+        # Every start has ended (each records its process, so `close` reaps it); the first error.
+        for start in starts:
+            start.result()
+
     def __exit__(self, *_: object) -> None:
         self.close()
 
     def close(self) -> None:
-        for index, server in enumerate(self._servers):
+        running = [server for server in self._servers if server is not None]
+        self._servers = [None] * len(self._servers)
+        # All told to stop first, so their shutdowns overlap; then each is reaped.
+        for server in running:
+            server.process.terminate()
+        for server in running:
+            stop(server.process)
+
+    def resize(self, size: int) -> None:
+        """Run `size` processes from now on: start the missing ones, stop those past `size`.
+        The store and every incarnation's log stay, so rounds run one after the other on one
+        cluster (each in its own namespace) whatever their number of processes."""
+        if self.store == "memory" and size != 1:
+            raise ValueError("the memory store lives in one process: run one")
+        if size < 1:
+            raise ValueError("a cluster runs at least one process")
+        for index in range(size, self.size):
+            server = self._servers[index]
             if server is not None:
-                self._servers[index] = None
                 stop(server.process)
+            # A later start of this index is a new incarnation, with a log of its own.
+            self.epochs[index] += 1
+        missing = range(self.size, size)
+        self._servers = self._servers[:size] + [None] * len(missing)
+        self.epochs.extend(0 for _ in range(len(self.epochs), size))
+        self.size = size
+        # Its store exists by now (the first process made it), so the new ones start side by side.
+        self._start_all(missing)
 
     def token(self, user: str, ttl: int = 3600) -> str:
         if self._issuer is None:
