@@ -2,6 +2,10 @@
 
 checkov pins older versions of libraries Anvil uses, so it lives in a virtual environment of its
 own that ./dev.sh creates (.venv-checkov); CHECKOV_BINARY may name another checkov binary.
+
+Starting checkov is most of the cost of a run, so it runs once per test process, over two copies
+side by side: terraform/ as it is, and one with a resource weakened, which checkov must report. Each
+finding names the file it is in, so the two sets of findings do not mix.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,8 +36,9 @@ def checkov_binary() -> Path:
     return path
 
 
-def run_checkov(directory: Path) -> list[tuple[str, str]]:
-    """(check id, resource) of every failed check, from checkov's JSON report."""
+def run_checkov(directory: Path) -> list[tuple[str, str, str]]:
+    """(check id, resource, file relative to `directory`) of every failed check, from checkov's
+    JSON report."""
     completed = subprocess.run(
         [str(checkov_binary()), "-d", str(directory), *CHECKOV_ARGUMENTS, "-o", "json"],
         capture_output=True,
@@ -49,13 +55,42 @@ def run_checkov(directory: Path) -> list[tuple[str, str]]:
         if not one:
             continue
         assert one["summary"]["parsing_errors"] == 0, one["results"].get("parsing_errors")
-        failed += [(check["check_id"], check["resource"]) for check in one["results"]["failed_checks"]]
+        failed += [
+            (check["check_id"], check["resource"], check["file_path"])
+            for check in one["results"]["failed_checks"]
+        ]
     return failed
 
 
+#: The two trees of the one scan: terraform/ as it is, and a copy with the registry's admin user on.
+AS_IS, WEAKENED = "terraform", "weakened"
+
+
 @cache
-def findings() -> tuple[tuple[str, str], ...]:
-    return tuple(run_checkov(TERRAFORM))
+def scanned() -> dict[str, frozenset[tuple[str, str]]]:
+    """(check id, resource) of every failed check, for each of the two trees."""
+    with tempfile.TemporaryDirectory(prefix="checkov-") as folder:
+        root = Path(folder)
+        # terraform's own cache (.terraform) is no source, and checkov skips it anyway.
+        shutil.copytree(TERRAFORM, root / AS_IS, ignore=shutil.ignore_patterns(".terraform"))
+        weakened = root / WEAKENED
+        shutil.copytree(TERRAFORM, weakened, ignore=shutil.ignore_patterns("openapi.json", ".terraform"))
+        registry = weakened / "registry.tf"
+        source = registry.read_text(encoding="utf-8")
+        assert "admin_enabled       = false" in source, "registry.tf no longer turns the admin user off"
+        registry.write_text(
+            source.replace("admin_enabled       = false", "admin_enabled       = true"), encoding="utf-8"
+        )
+        found: dict[str, set[tuple[str, str]]] = {AS_IS: set(), WEAKENED: set()}
+        for check_id, resource, file_path in run_checkov(root):
+            tree = Path(file_path).parts[1]
+            assert tree in found, f"checkov reported a file outside both trees: {file_path}"
+            found[tree].add((check_id, resource))
+    return {tree: frozenset(findings) for tree, findings in found.items()}
+
+
+def findings() -> frozenset[tuple[str, str]]:
+    return scanned()[AS_IS]
 
 
 def accepted() -> dict[tuple[str, str], str]:
@@ -85,14 +120,6 @@ def test_no_finding_is_skipped_in_the_terraform_itself() -> None:
         assert "checkov:skip" not in path.read_text(encoding="utf-8"), path.name
 
 
-def test_checkov_reports_a_weakened_resource(tmp_path: Path) -> None:
-    copy = tmp_path / "terraform"
-    shutil.copytree(TERRAFORM, copy, ignore=shutil.ignore_patterns("openapi.json", ".terraform"))
-    registry = copy / "registry.tf"
-    registry.write_text(
-        registry.read_text(encoding="utf-8").replace(
-            "admin_enabled       = false", "admin_enabled       = true"
-        ),
-        encoding="utf-8",
-    )
-    assert ("CKV_AZURE_137", "azurerm_container_registry.anvil") in run_checkov(copy)
+def test_checkov_reports_a_weakened_resource() -> None:
+    assert ("CKV_AZURE_137", "azurerm_container_registry.anvil") in scanned()[WEAKENED]
+    assert ("CKV_AZURE_137", "azurerm_container_registry.anvil") not in findings()

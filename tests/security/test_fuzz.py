@@ -2,13 +2,21 @@
 
 Schemathesis drives every REST operation from Anvil's own OpenAPI document (valid and invalid
 bodies, queries and paths); Hypothesis drives `/mcp` with generated JSON-RPC envelopes and
-arguments in both protocol eras. Example counts are bounded, so the suite stays fast.
+arguments in both protocol eras. Every run draws new cases (no seed, no database of earlier
+runs); a failure prints the case that reproduces it.
+
+Example counts are bounded, so the suite stays fast: FUZZ_EXAMPLES cases per REST operation and
+generation mode (15 by default; generating Schemathesis cases, not the requests, is what costs)
+and ten times as many JSON-RPC messages, which are cheap to make. For a deeper run, raise it:
+`FUZZ_EXAMPLES=500 pytest tests/security/test_fuzz.py`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -22,15 +30,30 @@ from support.anvil_server import AnvilServer, run_anvil
 from app.main import create_app
 from app.settings import Settings
 
-EXAMPLES = 40
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "15"))
 PROBLEM = "application/problem+json"
 
 
+@dataclass(frozen=True)
+class Fuzzed:
+    """The one server every test of the module fuzzes, a token for it, and one HTTP client:
+    minting a token (a signature) and making a client (a TLS context) cost more than a request."""
+
+    server: AnvilServer
+    headers: dict[str, str]
+    http: httpx.Client
+
+
 @pytest.fixture(scope="module")
-def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnvilServer]:
+def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
     env = {"ANVIL_ANSWER_ENGINE": "retrieval", "ANVIL_STORE": "sqlite"}
-    with run_anvil(tmp_path_factory.mktemp("fuzz"), env) as server:
-        yield server
+    # A connection per request, as before: no example meets a connection the server is closing.
+    limits = httpx.Limits(max_keepalive_connections=0)
+    with (
+        run_anvil(tmp_path_factory.mktemp("fuzz"), env) as server,
+        httpx.Client(timeout=30, limits=limits) as http,
+    ):
+        yield Fuzzed(server, {"Authorization": f"Bearer {server.token('fuzzer')}"}, http)
 
 
 def rest_cases() -> list[Any]:
@@ -52,10 +75,8 @@ def rest_cases() -> list[Any]:
 
 @pytest.mark.parametrize(("operation", "mode"), rest_cases())
 def test_every_rest_operation_answers_generated_input_without_a_5xx(
-    fuzzed: AnvilServer, operation: Any, mode: GenerationMode
+    fuzzed: Fuzzed, operation: Any, mode: GenerationMode
 ) -> None:
-    headers = {"Authorization": f"Bearer {fuzzed.token('fuzzer')}"}
-
     @given(operation.as_strategy(mode))
     @settings(
         max_examples=EXAMPLES,
@@ -64,7 +85,7 @@ def test_every_rest_operation_answers_generated_input_without_a_5xx(
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
     def check(case: Case) -> None:
-        response = case.call(base_url=fuzzed.url, headers=headers, timeout=30)
+        response = case.call(base_url=fuzzed.server.url, headers=fuzzed.headers, timeout=30)
         assert response.status_code < 500, response.text
         if response.status_code >= 400:
             kind = response.headers["content-type"]
@@ -155,17 +176,18 @@ def envelopes(draw: st.DrawFn) -> tuple[Any, dict[str, str]]:
 
 @given(envelopes())
 @settings(
-    max_examples=EXAMPLES * 4,
+    max_examples=EXAMPLES * 10,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 def test_the_mcp_endpoint_answers_generated_messages_without_a_5xx(
-    fuzzed: AnvilServer, envelope: tuple[Any, dict[str, str]]
+    fuzzed: Fuzzed, envelope: tuple[Any, dict[str, str]]
 ) -> None:
     message, headers = envelope
-    headers["Authorization"] = f"Bearer {fuzzed.token('fuzzer')}"
-    response = httpx.post(fuzzed.mcp_url, content=json.dumps(message).encode(), headers=headers, timeout=30)
+    response = fuzzed.http.post(
+        fuzzed.server.mcp_url, content=json.dumps(message).encode(), headers={**headers, **fuzzed.headers}
+    )
     assert response.status_code < 500, response.text
     kind = response.headers.get("content-type", "")
     if response.status_code == 202:
