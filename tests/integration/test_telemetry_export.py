@@ -56,14 +56,26 @@ def otlp() -> Iterator[OtlpReceiver]:
 
 
 @pytest.fixture(scope="module")
-def exporting(tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver) -> Iterator[AnvilServer]:
+def ingestion() -> Iterator[AzureIngestion]:
+    with running_azure_ingestion() as receiver:
+        yield receiver
+
+
+@pytest.fixture(scope="module")
+def exporting(
+    tmp_path_factory: pytest.TempPathFactory, otlp: OtlpReceiver, ingestion: AzureIngestion
+) -> Iterator[AnvilServer]:
+    """One server exporting to both at once, as each exporter is set up on its own."""
     env = {
         "ANVIL_ANSWER_ENGINE": "echo",
         "ANVIL_LOG_LEVEL": "info",
         "OTEL_EXPORTER_OTLP_ENDPOINT": otlp.url,
+        "APPLICATIONINSIGHTS_CONNECTION_STRING": ingestion.connection_string,
+        # The exporter's own reports to Microsoft stay off in tests (no network here).
+        **AZURE_EXPORTER_QUIET_ENV,
         **FAST_EXPORT,
     }
-    with run_anvil(tmp_path_factory.mktemp("otlp"), env) as server:
+    with run_anvil(tmp_path_factory.mktemp("exporting"), env) as server:
         yield server
 
 
@@ -136,36 +148,23 @@ def test_no_token_and_no_question_text_is_exported(exporting: AnvilServer, otlp:
         assert secret.encode() not in everything, secret
 
 
-@pytest.fixture(scope="module")
-def ingestion() -> Iterator[AzureIngestion]:
-    with running_azure_ingestion() as receiver:
-        yield receiver
-
-
 def test_application_insights_receives_requests_dependencies_and_logs(
-    tmp_path: Path, ingestion: AzureIngestion
+    exporting: AnvilServer, ingestion: AzureIngestion
 ) -> None:
-    env = {
-        "ANVIL_ANSWER_ENGINE": "echo",
-        "APPLICATIONINSIGHTS_CONNECTION_STRING": ingestion.connection_string,
-        # The exporter's own reports to Microsoft stay off in tests (no network here).
-        **AZURE_EXPORTER_QUIET_ENV,
-        **FAST_EXPORT,
-    }
-    with run_anvil(tmp_path / "azure", env) as server:
-        token = server.token("dave")
-        assert ask(server, token, {"question": QUESTION, "conversationId": "ai-1"}).status_code == 200
+    def asks(receiver: AzureIngestion) -> int:
+        requests = receiver.envelopes("Microsoft.ApplicationInsights.Request")
+        return sum(e["data"]["baseData"]["name"] == "POST /mcp" for e in requests)
 
-        def arrived(receiver: AzureIngestion) -> bool:
-            kinds = {envelope["name"] for envelope in receiver.envelopes()}
-            return {
-                "Microsoft.ApplicationInsights.Request",
-                "Microsoft.ApplicationInsights.RemoteDependency",
-            } <= kinds
+    # The server has exported the other tests' asks too: this one's request is the one more.
+    before = asks(ingestion)
+    token = exporting.token("dave")
+    assert ask(exporting, token, {"question": QUESTION, "conversationId": "ai-1"}).status_code == 200
 
-        assert ingestion.wait_for(arrived, timeout=30), sorted({e["name"] for e in ingestion.envelopes()})
-    requests = ingestion.envelopes("Microsoft.ApplicationInsights.Request")
-    assert any(e["data"]["baseData"]["name"] == "POST /mcp" for e in requests)
+    def arrived(receiver: AzureIngestion) -> bool:
+        kinds = {envelope["name"] for envelope in receiver.envelopes()}
+        return asks(receiver) > before and "Microsoft.ApplicationInsights.RemoteDependency" in kinds
+
+    assert ingestion.wait_for(arrived, timeout=30), sorted({e["name"] for e in ingestion.envelopes()})
     everything = b"".join(body for _, body in ingestion.raw_bodies())
     assert token.encode() not in everything and QUESTION.encode() not in everything
     assert all(path.startswith(("/v2.1/track", "/QuickPulseService.svc")) for path in ingestion.paths())

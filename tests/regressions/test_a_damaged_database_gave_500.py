@@ -19,12 +19,11 @@ def bearer(server: AnvilServer) -> dict[str, str]:
 def test_a_damaged_database_under_a_running_server_is_503_never_500(tmp_path: Path) -> None:
     with run_anvil(tmp_path / "damaged", {"ANVIL_ANSWER_ENGINE": "echo"}) as server:
         auth = bearer(server)
-        for n in range(40):
-            question = f"question {n} " + "x" * 3000
-            created = httpx.post(
-                f"{server.url}/api/ask", json={"question": question, "conversationId": f"d-{n}"}, headers=auth
-            )
-            assert created.status_code == 200
+        with httpx.Client(base_url=server.url, headers=auth) as http:
+            for n in range(40):
+                question = f"question {n} " + "x" * 3000
+                created = http.post("/api/ask", json={"question": question, "conversationId": f"d-{n}"})
+                assert created.status_code == 200
         database = server.data_dir / "conversations.sqlite3"
         with closing(sqlite3.connect(database)) as db:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

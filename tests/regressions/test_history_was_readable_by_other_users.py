@@ -5,6 +5,7 @@ existing path open to others is named at start-up."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
 from collections.abc import Iterator
@@ -13,10 +14,20 @@ from pathlib import Path
 import pytest
 from support.data_folder import DATABASE, ask, messages, mode, serving
 
-from app.auth.dev import KEY_FILE_NAME
+from app.auth.dev import KEY_FILE_NAME, DevIssuer
 from app.private_files import private_file
+from app.stores.sqlite import SqliteStore
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
+
+
+def create_database(data_dir: Path) -> None:
+    """The database as a server that started and stopped leaves it, made by the same store."""
+
+    async def open_and_close() -> None:
+        await (await SqliteStore.open(data_dir / DATABASE)).aclose()
+
+    asyncio.run(open_and_close())
 
 
 def test_everything_written_under_umask_022_is_private_to_its_user(tmp_path: Path) -> None:
@@ -47,8 +58,10 @@ def test_a_folder_and_files_left_open_to_others_are_named_at_start_up_and_left_a
     tmp_path: Path,
 ) -> None:
     data_dir = tmp_path / "data"
-    with serving(data_dir, tmp_path / "first.log") as server:
-        ask(server)
+    # The folder and files a first start makes, made by the same code in this process: only the
+    # start that must name them needs a server of its own.
+    DevIssuer.load_or_create(data_dir)
+    create_database(data_dir)
     opened = {data_dir: 0o755, data_dir / DATABASE: 0o644, data_dir / KEY_FILE_NAME: 0o640}
     for path, wide in opened.items():
         path.chmod(wide)

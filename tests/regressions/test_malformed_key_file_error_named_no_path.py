@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
-from support.data_folder import refused_start, serving
+from support.data_folder import refused_start
 from support.file_modes import bound_by_file_modes
 
-from app.auth.dev import KEY_FILE_NAME
+from app.auth.dev import KEY_FILE_NAME, DevIssuer
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
 
@@ -29,8 +29,9 @@ def test_a_malformed_dev_key_is_refused_naming_its_path_and_what_to_do(tmp_path:
 def test_a_dev_key_anvil_cannot_read_is_refused_with_the_cause(tmp_path: Path) -> None:
     prefix = bound_by_file_modes()
     data_dir = tmp_path / "data"
-    with serving(data_dir, tmp_path / "server.log", ANVIL_STORE="memory"):
-        pass
+    # The key a first start would have made, made by the same code (only the start-up refused
+    # afterwards needs a process of its own).
+    DevIssuer.load_or_create(data_dir)
     (data_dir / KEY_FILE_NAME).chmod(0)
     assert refused_start(data_dir, prefix, ANVIL_STORE="memory") == (
         f"cannot read the dev signing key {data_dir / KEY_FILE_NAME} (permission denied): run Anvil as the "

@@ -4,14 +4,27 @@ the problem. Fixed in 0.4.2: the message names the operation, the path and the c
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
 import pytest
-from support.data_folder import DATABASE, refused_start, serving
+from support.data_folder import DATABASE, refused_start
 from support.file_modes import bound_by_file_modes
 
+from app.stores.sqlite import SqliteStore
+
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
+
+
+def create_database(data_dir: Path) -> None:
+    """The database as a server that started and stopped leaves it, made by the same store (in
+    this process: only the start-up refused afterwards needs one of its own)."""
+
+    async def open_and_close() -> None:
+        await (await SqliteStore.open(data_dir / DATABASE)).aclose()
+
+    asyncio.run(open_and_close())
 
 
 def test_a_data_folder_under_a_file_is_refused_naming_the_file(tmp_path: Path) -> None:
@@ -55,8 +68,7 @@ def test_a_data_folder_anvil_cannot_write_is_named_not_called_a_damaged_database
 def test_a_read_only_folder_holding_a_database_is_named_by_the_file_sqlite_would_need(tmp_path: Path) -> None:
     prefix = bound_by_file_modes()
     data_dir = tmp_path / "data"
-    with serving(data_dir, tmp_path / "server.log", ANVIL_STORE="sqlite", ANVIL_AUTH_MODE="none"):
-        pass
+    create_database(data_dir)
     assert sorted(path.name for path in data_dir.iterdir()) == [DATABASE]
     data_dir.chmod(0o500)
     try:
@@ -75,8 +87,7 @@ def test_a_database_anvil_cannot_read_and_write_is_named_with_the_cause(
 ) -> None:
     prefix = bound_by_file_modes()
     data_dir = tmp_path / "data"
-    with serving(data_dir, tmp_path / "server.log", ANVIL_AUTH_MODE="none"):
-        pass
+    create_database(data_dir)
     (data_dir / DATABASE).chmod(file_mode)
     assert refused_start(data_dir, prefix, ANVIL_AUTH_MODE="none") == (
         f"cannot open {data_dir / DATABASE} to read and write it (permission denied): run Anvil as the user "

@@ -12,6 +12,7 @@ import pytest
 from support.stores import TTL, Clock, StoredAs, conversation, damage, fill, raw, stored_keys
 
 from app.domain.conversation import Conversation, Turn
+from app.stores import sqlite
 from app.stores.codec import to_document
 from app.stores.sqlite import SqliteStore
 from app.stores.sqlite_schema import BUSY_TIMEOUT, StartupError
@@ -150,7 +151,12 @@ async def test_a_data_folder_that_is_a_file_is_refused_in_one_line(tmp_path: Pat
         await SqliteStore.open(tmp_path / "data" / "conversations.sqlite3", clock)
 
 
-async def test_a_database_another_process_keeps_locked_is_named_as_locked_not_damaged(tmp_path: Path) -> None:
+async def test_a_database_another_process_keeps_locked_is_named_as_locked_not_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store's wait for the lock, made short: the message must name the wait it really made.
+    busy_timeout = BUSY_TIMEOUT / 20
+    monkeypatch.setattr(sqlite, "BUSY_TIMEOUT", busy_timeout)
     path = tmp_path / "conversations.sqlite3"
     await (await SqliteStore.open(path)).aclose()
     with closing(sqlite3.connect(path, isolation_level=None)) as other:
@@ -159,7 +165,7 @@ async def test_a_database_another_process_keeps_locked_is_named_as_locked_not_da
             await SqliteStore.open(path)
         other.execute("ROLLBACK")
     assert str(refused.value) == (
-        f"{path} stayed locked by another process for {BUSY_TIMEOUT:g} s (database is locked): stop the "
+        f"{path} stayed locked by another process for {busy_timeout:g} s (database is locked): stop the "
         "process that holds it, or start again once it is done"
     )
     await (await SqliteStore.open(path)).aclose()  # and once it is released, it opens

@@ -63,21 +63,8 @@ def test_an_otlp_protocol_other_than_http_protobuf_is_refused_by_name(tmp_path: 
         start(settings, environ)
 
 
-def test_without_an_exporter_no_part_of_the_sdk_is_imported(tmp_path: Path) -> None:
-    program = (
-        "import sys\n"
-        "from app.main import create_app\n"
-        "from app.settings import Settings\n"
-        f"create_app(Settings(store='memory', answer_engine='echo', data_dir={str(tmp_path)!r}))\n"
-        "prefixes = ('opentelemetry.sdk', 'opentelemetry.exporter', 'azure.monitor')\n"
-        "loaded = sorted(m for m in sys.modules if m.startswith(prefixes))\n"
-        "print(loaded)\n"
-    )
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "APPLICATIONINSIGHTS_", "ANVIL_"))
-    }
-    ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, check=True)
-    assert ran.stdout.strip() == "[]"
+def test_without_an_exporter_no_part_of_the_sdk_is_imported(fresh_process: dict[str, Any]) -> None:
+    assert fresh_process["sdk_modules"] == []
 
 
 class ConfiguredProvider(trace.TracerProvider):
@@ -133,9 +120,19 @@ def test_the_mcp_server_carries_the_span_middleware_only_when_wanted(
     assert span_middleware(settings) == count
 
 
-# Run in a process of its own: a global tracer provider can be set only once per process.
-TRACED_CALL = """
+# What only a fresh process shows, in one: which modules building the app without an exporter
+# imports, then (a global tracer provider can be set only once per process) the spans one tool
+# call gives under a configured provider in each `ANVIL_MCP_SPANS` mode, each in an app of its own.
+FRESH_PROCESS = """
 import asyncio, json, sys
+
+from app.main import create_app
+from app.settings import Settings
+
+create_app(Settings(store="memory", answer_engine="echo", data_dir=sys.argv[1]))
+prefixes = ("opentelemetry.sdk", "opentelemetry.exporter", "azure.monitor")
+sdk_modules = sorted(m for m in sys.modules if m.startswith(prefixes))
+
 from opentelemetry import trace
 
 names = []
@@ -151,39 +148,52 @@ class Provider(trace.TracerProvider):
 
 trace.set_tracer_provider(Provider())
 
-import httpx
-from app.settings import Settings
-from app.main import create_app
 from support.asgi import client
 
-async def main():
+async def spans_of_one_call(mode):
     settings = Settings(
-        auth_mode="none", store="memory", answer_engine="echo", data_dir=sys.argv[1], mcp_spans=sys.argv[2]
+        auth_mode="none", store="memory", answer_engine="echo", data_dir=sys.argv[1], mcp_spans=mode
     )
     app = create_app(settings)
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "ask", "arguments": {"question": "traced?"}}}
+    names.clear()
     async with client(app) as http:
         accept = {"Accept": "application/json, text/event-stream"}
         reply = await http.post("/mcp", json=call, headers=accept)
         assert reply.status_code == 200 and "result" in reply.json(), reply.text
-    print(json.dumps(names))
+    return list(names)
+
+async def main():
+    spans = {mode: await spans_of_one_call(mode) for mode in sys.argv[2:]}
+    print(json.dumps({"sdk_modules": sdk_modules, "spans": spans}))
 
 asyncio.run(main())
 """
 
+MODES = ("auto", "off")
 
-@pytest.mark.parametrize(("mode", "spans"), [("auto", ["tools/call ask"]), ("off", [])])
-def test_a_configured_tracer_provider_receives_a_span_per_tool_call(
-    tmp_path: Path, mode: str, spans: list[str]
-) -> None:
+
+@pytest.fixture(scope="module")
+def fresh_process(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "APPLICATIONINSIGHTS_", "ANVIL_"))
+    }
     ran = subprocess.run(
-        [sys.executable, "-c", TRACED_CALL, str(tmp_path), mode],
+        [sys.executable, "-c", FRESH_PROCESS, str(tmp_path_factory.mktemp("fresh")), *MODES],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=TESTS.parent,
-        env={**os.environ, "PYTHONPATH": str(TESTS)},
+        env={**env, "PYTHONPATH": str(TESTS)},
     )
     assert ran.returncode == 0, ran.stderr
-    assert json.loads(ran.stdout.strip().splitlines()[-1]) == spans
+    seen: dict[str, Any] = json.loads(ran.stdout.strip().splitlines()[-1])
+    return seen
+
+
+@pytest.mark.parametrize(("mode", "spans"), [("auto", ["tools/call ask"]), ("off", [])])
+def test_a_configured_tracer_provider_receives_a_span_per_tool_call(
+    fresh_process: dict[str, Any], mode: str, spans: list[str]
+) -> None:
+    assert fresh_process["spans"][mode] == spans
