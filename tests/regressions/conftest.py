@@ -52,7 +52,8 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 @pytest.fixture(scope="package")
 def front_door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AnvilServer]:
-    with front_door_server(tmp_path_factory.mktemp("front-door")) as running:
+    # Fresh: the header tests read this server's memory from /proc/<pid>.
+    with front_door_server(tmp_path_factory.mktemp("front-door"), fresh=True) as running:
         yield running
 
 

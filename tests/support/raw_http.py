@@ -31,8 +31,9 @@ CROWD = int(os.environ.get("FRONT_DOOR_SOCKETS", "200"))
 
 
 @contextmanager
-def front_door_server(folder: Path, **overrides: str) -> Iterator[AnvilServer]:
-    """An echo server with the limits above (and any `ANVIL_*` settings in `overrides`)."""
+def front_door_server(folder: Path, *, fresh: bool = False, **overrides: str) -> Iterator[AnvilServer]:
+    """An echo server with the limits above (and any `ANVIL_*` settings in `overrides`); `fresh` as
+    for `run_anvil`."""
     env = {
         "ANVIL_ANSWER_ENGINE": "echo",
         "ANVIL_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
@@ -42,7 +43,7 @@ def front_door_server(folder: Path, **overrides: str) -> Iterator[AnvilServer]:
         "ANVIL_MAX_CONCURRENT_REQUESTS": str(MAX_CONCURRENT),
         **overrides,
     }
-    with run_anvil(folder, env) as running:
+    with run_anvil(folder, env, fresh=fresh) as running:
         yield running
 
 
