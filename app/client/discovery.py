@@ -32,6 +32,14 @@ _API_SCOPE = re.compile(r"(api://\S+)/([^/\s]+)")
 _DEV_HOST = urlsplit(DEV_AUTHORITY).hostname
 
 
+def _default_cache_path() -> Path:
+    # `token_cache` brings MSAL (about a third of a second to import): only sign-in needs it, not
+    # an `anvil ask` that finds a server without sign-in or a dev server.
+    from app.client.token_cache import default_cache_path
+
+    return default_cache_path()
+
+
 @dataclass(frozen=True)
 class SignInSettings:
     """Where and for what a user signs in, and where the tokens are kept.
@@ -44,7 +52,7 @@ class SignInSettings:
     authority: str
     scopes: tuple[str, ...]
     client_id: str = DEFAULT_CLIENT_ID
-    cache_path: Path = field(default_factory=lambda: _default_cache_path())
+    cache_path: Path = field(default_factory=_default_cache_path)
     server_url: str | None = None
 
 
@@ -152,11 +160,3 @@ def _api_scopes(value: object, malformed: Callable[[str], DiscoveryError]) -> tu
     if None in matches or len(resources) != 1:
         raise malformed(f"its scopes {' '.join(scopes)} are not scopes of one api:// API")
     return scopes
-
-
-def _default_cache_path() -> Path:
-    # `token_cache` brings MSAL (about a third of a second to import): only sign-in needs it, not
-    # an `anvil ask` that finds a server without sign-in or a dev server.
-    from app.client.token_cache import default_cache_path
-
-    return default_cache_path()

@@ -115,8 +115,8 @@ def sign_in_for(url: str) -> UserSignIn | None:
 
 
 def _user_sign_in(url: str) -> UserSignIn:
-    # Imported here, and MSAL (with `signin`) only once the server names Entra: it takes a fifth
-    # of a second to import, which a given token, a dev server or no sign-in never need.
+    # Imported here, and MSAL (with `signin`) only once the server names Entra: it takes about a
+    # third of a second to import, which a given token, a dev server or no sign-in never need.
     from app.client.discovery import discover
 
     settings = discover(url, client_id=os.environ.get(CLIENT_ID_VARIABLE) or None)
