@@ -15,13 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.adapters.engines.corpus import (
-    CorpusFile,
-    CorpusPassage,
-    file_passages,
-    read_corpus,
-    split_blocks,
-)
+from app.adapters.engines.corpus import CorpusFile, CorpusPassage, file_passages, split_blocks
+from app.adapters.engines.corpus_files import read_corpus
 from app.adapters.engines.rank_index import Bm25Index, Scores, TermSets, top
 from app.adapters.engines.text_compose import Excerpt, Unit, choose, fit, shorten, units_of
 from app.adapters.engines.text_tokens import split_compound, tokenize, words

@@ -12,9 +12,9 @@ from app.adapters.engines.corpus import (
     chunk_text,
     file_passages,
     parse_file,
-    read_corpus,
     split_front_matter,
 )
+from app.adapters.engines.corpus_files import read_corpus
 
 STORAGE = """# Storage
 

@@ -1,0 +1,133 @@
+"""Read a corpus folder: every `*.md` and `*.mdx` file under it, each parsed by `corpus.parse_file`.
+
+Links are followed only while they stay inside the folder, and what cannot be read is skipped
+with a warning naming it, so one bad file never stops start-up.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from app.adapters.engines.corpus import SUFFIXES, CorpusFile, parse_file
+
+logger = logging.getLogger(__name__)
+
+
+def read_corpus(corpus_dir: Path) -> list[CorpusFile]:
+    """Every `*.md` and `*.mdx` file under `corpus_dir`, in sorted path order.
+
+    Sources are paths relative to `corpus_dir`, with forward slashes on every platform. Links
+    (to files or folders) are followed while they stay inside `corpus_dir`: a file reached
+    through one is a document under the link's path. A link out of the folder (or a broken one),
+    a link back to a folder that holds it, a file that is not UTF-8 and a file or folder that
+    cannot be read are each skipped with a warning naming them; the rest is read.
+
+    Raises `NotADirectoryError` when `corpus_dir` is not a directory, so a misconfigured corpus
+    fails loudly at start-up rather than answering from nothing.
+    """
+    if not corpus_dir.is_dir():
+        raise NotADirectoryError(f"The corpus directory {corpus_dir} does not exist or is not a directory.")
+    root = corpus_dir.resolve()
+    found = sorted(_walk(root, root, (), (root,)))
+    files = [_read(root, source, real) for source, real in found]
+    return [file for file in files if file is not None]
+
+
+def _walk(
+    root: Path, folder: Path, at: tuple[str, ...], holding: tuple[Path, ...]
+) -> Iterator[tuple[str, Path]]:
+    """(source, real path) of every corpus file in `folder` (reached as `at` from `root`) and below.
+
+    `holding` is the real path of every folder from `root` down to this one: a link to one of
+    them would walk it again and again.
+    """
+    try:
+        with os.scandir(folder) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
+    except OSError as error:
+        if not at:
+            raise OSError(
+                f"cannot read the corpus folder {root} ({error.strerror or error}): give the user Anvil "
+                "runs as read access to it, or set ANVIL_CORPUS_DIR to another folder"
+            ) from None
+        _skip(root, "/".join(at), f"the folder cannot be read ({error.strerror or error})")
+        return
+    for entry in entries:
+        names = (*at, entry.name)
+        source = "/".join(names)
+        try:
+            linked = entry.is_symlink()
+            is_dir = entry.is_dir()
+        except OSError as error:
+            why = (
+                _LOOP if error.errno == errno.ELOOP else f"it cannot be looked at ({error.strerror or error})"
+            )
+            _skip(root, source, why)
+            continue
+        if not is_dir and not entry.name.endswith(SUFFIXES):
+            continue
+        real = Path(entry.path)
+        if linked:
+            try:
+                real = real.resolve()
+            except (OSError, RuntimeError):  # RuntimeError: a loop of links, before Python 3.13
+                _skip(root, source, _LOOP)
+                continue
+            if not real.is_relative_to(root):
+                _skip(
+                    root,
+                    source,
+                    f"it is a link to {real}, outside the corpus folder; only links inside it are followed",
+                )
+                continue
+            if not real.exists():
+                _skip(root, source, f"it is a link to {real}, which does not exist")
+                continue
+            if real in holding:
+                _skip(root, source, f"it is a link to {real}, a folder that holds the link")
+                continue
+        if is_dir:
+            yield from _walk(root, real, names, (*holding, real))
+        elif entry.is_file():
+            yield source, real
+
+
+def _read(root: Path, source: str, real: Path) -> CorpusFile | None:
+    """The corpus file `source` read from `real`; None, with a warning, when it cannot be."""
+    try:
+        # No link is followed here any more: `real` was resolved and checked to be in the corpus.
+        # O_NONBLOCK: a FIFO named like a document would otherwise block the start-up on open.
+        flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
+        descriptor = os.open(real, flags | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(descriptor, "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                _skip(root, source, "it is not a regular file")
+                return None
+            data = file.read()
+    except OSError as error:
+        _skip(root, source, f"it cannot be read ({error.strerror or error})")
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        _skip(
+            root,
+            source,
+            f"it is not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}): "
+            "save it as UTF-8 to have it read",
+        )
+        return None
+    # As text mode reads it: every line ends with "\n".
+    return parse_file(text.replace("\r\n", "\n").replace("\r", "\n"), source)
+
+
+_LOOP = "it is a link that leads nowhere (a loop of links)"
+
+
+def _skip(root: Path, source: str, why: str) -> None:
+    logger.warning("corpus: skipped %s: %s", root / source, why)
