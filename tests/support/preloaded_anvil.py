@@ -18,7 +18,6 @@ Only on Linux (fork, file descriptor passing, pidfd); elsewhere the console scri
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import io
 import json
@@ -27,6 +26,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class _Preloader:
 
 
 _preloader: _Preloader | None = None
-_lock = _thread.allocate_lock()
+_lock = threading.Lock()
 
 
 def supported() -> bool:
@@ -186,7 +186,6 @@ def _serve(socket_path: str) -> None:
     """Import everything once, then fork a command for each connection until stdin closes."""
     import gc
     import importlib
-    import threading
 
     for name in PRELOADED:
         importlib.import_module(name)
