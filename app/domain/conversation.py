@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 CONVERSATION_ID_PATTERN = r"^[A-Za-z0-9._-]{1,64}$"
@@ -70,6 +70,16 @@ class Conversation:
     dropped: int = 0
     instructions: str | None = None
     title: str | None = None
+    #: What the kept turns add to the stored conversation (`Turn.size` of each), carried from one
+    #: version to the next by `with_turn` so a turn measures only itself: measuring 50 kept turns
+    #: on every turn was 250 of the 490 function calls a turn with history added to a one-shot
+    #: ask, and `with_turn` of a 50-turn conversation went from 23 to 10 µs (`timeit`). Computed
+    #: when not given.
+    kept_bytes: int = field(default=-1, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.kept_bytes < 0:
+            object.__setattr__(self, "kept_bytes", sum(map(Turn.size, self.turns)))
 
     @property
     def key(self) -> str:
@@ -96,12 +106,12 @@ class Conversation:
         question length, and dropping the turn just answered would lose it silently.
         """
         turns = (*self.turns, turn)
-        # The turn bound first, so that only the turns it keeps are measured.
-        drop = max(len(turns) - max(max_turns, 1), 0)
-        total = sum(map(Turn.size, turns[drop:]))
-        while len(turns) - drop > 1 and total > max_bytes:
+        total = self.kept_bytes + turn.size()
+        drop = 0
+        while len(turns) - drop > 1 and (len(turns) - drop > max_turns or total > max_bytes):
             total -= turns[drop].size()
             drop += 1
+        # `kept_bytes` given, as every change of `turns` must give it (or leave it to be computed).
         return dataclasses.replace(
             self,
             updated_at=now,
@@ -109,6 +119,7 @@ class Conversation:
             version=self.version + 1,
             turns=turns[drop:],
             dropped=self.dropped + drop,
+            kept_bytes=total,
         )
 
 

@@ -23,8 +23,10 @@ class Turns:
     def __init__(self, queue: TurnQueue, key: str) -> None:
         self._queue = queue
         self._key = key
-        # FIFO: writers of one conversation go in the order they came.
-        self.lock = anyio.Lock()
+        # FIFO: writers of one conversation go in the order they came. `fast_acquire`: a free lock
+        # is taken without first yielding to the event loop (anyio's default yields once, in a
+        # shielded cancel scope), which is the common case with one writer per conversation.
+        self.lock = anyio.Lock(fast_acquire=True)
         self.holders = 0
         #: The last version of the conversation this process wrote, and when (`TurnQueue.mark`).
         self.latest: Stored | None = None

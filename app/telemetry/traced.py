@@ -44,6 +44,8 @@ class TracedStore:
         self.kind = kind
         self._system = {"sqlite": "sqlite", "cosmos": "azure.cosmosdb"}.get(kind, "other_sql")
         observe = getattr(inner, "observe_request_charges", None)
+        #: Only a store that reports request charges (Cosmos DB) needs them collected per call.
+        self._charges = observe is not None
         if observe is not None:
             observe(self._charged)
 
@@ -60,7 +62,7 @@ class TracedStore:
         labels = {"db.system.name": self._system, "db.operation.name": operation}
         started = time.perf_counter()
         charges: list[float] = []
-        collecting = _CHARGES.set(charges)
+        collecting = _CHARGES.set(charges) if self._charges else None
         with CurrentSpan(
             telemetry.tracer, f"{operation} conversations", kind=SpanKind.CLIENT, attributes=labels
         ) as span:
@@ -78,7 +80,8 @@ class TracedStore:
                 labels = {**labels, "error.type": error.kind}
                 raise
             finally:
-                _CHARGES.reset(collecting)
+                if collecting is not None:
+                    _CHARGES.reset(collecting)
                 telemetry.instruments.store_duration.record(time.perf_counter() - started, labels)
                 if charges:
                     span.set_attribute("azure.cosmosdb.operation.request_charge", sum(charges))

@@ -41,6 +41,8 @@ def test_with_turn_drops_what_the_rule_drops(seed: int) -> None:
         assert conversation.turns == (*before.turns, turn)[expected_drop:]
         assert conversation.dropped == before.dropped + expected_drop
         assert conversation.turns[-1] is turn and conversation.version == before.version + 1
+        # Carried from version to version, it stays what measuring the kept turns gives.
+        assert conversation.kept_bytes == sum(t.size() for t in conversation.turns)
 
 
 @pytest.mark.parametrize("text", [*TEXTS, "mixed ascii and é", "\x00\x7f"])
@@ -66,9 +68,10 @@ def test_with_turn_keeps_every_field_it_does_not_change() -> None:
     )
     turn = Turn(7, "q2", "a2", 10.0)
     after = before.with_turn(turn, now=10.0, ttl_seconds=5, max_turns=1, max_bytes=1000)
-    changed = {"turns", "dropped", "updated_at", "expires_at", "version"}
+    changed = {"turns", "dropped", "updated_at", "expires_at", "version", "kept_bytes"}
     for field in dataclasses.fields(Conversation):
         if field.name not in changed:
             assert getattr(after, field.name) == getattr(before, field.name), field.name
     assert (after.turns, after.dropped, after.version) == ((turn,), 6, 5)
     assert (after.updated_at, after.expires_at) == (10.0, 15.0)
+    assert after.kept_bytes == turn.size() and before.kept_bytes == Turn(6, "q", "a", 2.0).size()
