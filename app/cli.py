@@ -1,4 +1,4 @@
-"""The `anvil` command: serve, token, ask, bridge, login, logout, openapi."""
+"""The `anvil` command: serve, index, token, ask, bridge, login, logout, openapi."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from app import __version__
+from app import cli_arguments as arguments
+from app.cli_arguments import DEFAULT_URL
 
 if TYPE_CHECKING:
     from app.client.signin import UserSignIn
@@ -19,7 +21,6 @@ if TYPE_CHECKING:
 #: Variables the command line reads for itself (`anvil ask`), not server settings: exporting
 #: them must not make the server refuse to start as if they were misspelt settings.
 CLIENT_VARIABLES = frozenset({"ANVIL_URL", "ANVIL_TOKEN", "ANVIL_TOKEN_CACHE", "ANVIL_SIGN_IN_CLIENT_ID"})
-DEFAULT_URL = "http://127.0.0.1:8000"
 #: Exit status when standard output was closed before everything was written to it: 128 + SIGPIPE
 #: (13), what a shell reports for `cat` or `grep` in the same place (a literal: Windows has no
 #: SIGPIPE).
@@ -64,6 +65,25 @@ def serve(args: argparse.Namespace) -> int:
     except TelemetryError as error:
         _say(f"anvil: invalid telemetry configuration: {error}")
         return 2
+
+
+def index(args: argparse.Namespace) -> int:
+    """Build one knowledge index from `args.sources` into `args.output`; one summary line."""
+    import time
+
+    from app.knowledge.build import build
+
+    started = time.monotonic()
+    try:
+        built = build(args.sources, args.output)
+    except (OSError, ValueError) as error:
+        _say(f"anvil: cannot index: {error}")
+        return 1
+    _say(
+        f"anvil: indexed {built.files} files ({built.passages} passages) into {args.output}: "
+        f"version {built.version}, {built.bytes / 1e6:.1f} MB, {time.monotonic() - started:.1f} s"
+    )
+    return 0
 
 
 def token(args: argparse.Namespace) -> int:
@@ -231,52 +251,10 @@ def openapi(args: argparse.Namespace) -> int:
     return 0
 
 
-def _conversation_id(value: str) -> str:
-    """argparse type: a valid conversationId, else a usage error naming the rule."""
-    from app.domain.conversation import CONVERSATION_ID_RULE, is_valid_conversation_id
-
-    if not is_valid_conversation_id(value):
-        raise argparse.ArgumentTypeError(CONVERSATION_ID_RULE)
-    return value
-
-
-def _server_url(value: str) -> str:
-    """argparse type: an http(s) URL with a host, without a trailing slash."""
-    from app.urls import checked_url
-
-    try:
-        return checked_url(value, bare=False)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an http(s) URL like {DEFAULT_URL}") from None
-
-
-def _ttl(value: str) -> int:
-    """argparse type: a token lifetime in whole seconds, from 1 second to 30 days."""
-    from app.devkey import MAX_TTL_SECONDS
-
-    try:
-        seconds = int(value)
-    except ValueError:
-        seconds = 0
-    if not 1 <= seconds <= MAX_TTL_SECONDS:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is not a lifetime from 1 second to 30 days: give whole seconds, "
-            f"from 1 to {MAX_TTL_SECONDS}"
-        )
-    return seconds
-
-
-def _question(value: str) -> str:
-    """argparse type: a question with some text in it."""
-    if not value.strip():
-        raise argparse.ArgumentTypeError("the question is empty")
-    return value
-
-
 def _url_argument(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--url",
-        type=_server_url,
+        type=arguments.server_url,
         default=os.environ.get("ANVIL_URL") or DEFAULT_URL,
         help=f"{what} (default: ANVIL_URL, else {DEFAULT_URL})",
     )
@@ -293,21 +271,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="port (default 8000, or ANVIL_PORT)")
     p.set_defaults(run=serve)
 
+    p = commands.add_parser(
+        "index",
+        help="build a knowledge index from folders of documents, for ANVIL_INDEX",
+        description="Index the documents of each SOURCE folder into one file that `anvil serve` "
+        "opens (ANVIL_INDEX) instead of indexing a corpus at every start.",
+    )
+    p.add_argument("sources", nargs="+", type=arguments.source_folder, metavar="SOURCE", help="a folder")
+    p.add_argument("--output", required=True, type=arguments.index_target, metavar="TARGET", help="the file")
+    p.set_defaults(run=index)
+
     p = commands.add_parser("token", help="print a dev access token")
     p.add_argument("--user", required=True, help="user name; the same name always maps to the same user")
     p.add_argument("--tenant", help="tenant id (default: the dev tenant)")
     p.add_argument("--scope", action="append", help="delegated scope (repeatable; default access_as_user)")
     p.add_argument(
-        "--ttl", type=_ttl, default=3600, help="lifetime in seconds, 1 second to 30 days (default 3600)"
+        "--ttl",
+        type=arguments.ttl,
+        default=3600,
+        help="lifetime in seconds, 1 second to 30 days (default 3600)",
     )
     p.set_defaults(run=token)
 
     p = commands.add_parser("ask", help="ask a running server a question (REST POST /api/ask)")
-    p.add_argument("question", type=_question, metavar="QUESTION", help="the question, in plain words")
+    p.add_argument(
+        "question", type=arguments.question, metavar="QUESTION", help="the question, in plain words"
+    )
     _url_argument(p, "the server's base URL")
     p.add_argument(
         "--conversation",
-        type=_conversation_id,
+        type=arguments.conversation_id,
         metavar="ID",
         help="continue (or start) this conversation: 1-64 letters, digits, '.', '_' or '-'",
     )

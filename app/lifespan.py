@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,6 +33,9 @@ from app.telemetry.instruments import Telemetry
 from app.telemetry.traced import TracedEngine, TracedStore
 
 logger = logging.getLogger(__name__)
+
+#: The folder of the data folder that keeps the index built from `ANVIL_CORPUS_DIR`.
+INDEX_CACHE = "index-cache"
 
 
 @dataclass
@@ -60,9 +64,12 @@ def runtime_of(scope: Mapping[str, Any]) -> Runtime:
     return runtime
 
 
-async def open_engine(settings: EngineSettings, stack: AsyncExitStack) -> tuple[AnswerEngine, int | None]:
+async def open_engine(
+    settings: EngineSettings, stack: AsyncExitStack, cache_dir: Path
+) -> tuple[AnswerEngine, int | None]:
     """The configured answer engine, and how many documents its corpus holds (None for echo,
-    which reads none); the corpus index is built off the event loop.
+    which reads none); the index is opened (`ANVIL_INDEX`), or built from the corpus folder and
+    kept in `cache_dir`, off the event loop.
 
     The language-model engines answer from the same index as the embedded one.
     """
@@ -71,11 +78,25 @@ async def open_engine(settings: EngineSettings, stack: AsyncExitStack) -> tuple[
 
         return EchoEngine(), None
     from app.adapters.engines.retrieval import RetrievalEngine
+    from app.knowledge.artifact import InvalidIndex
+    from app.knowledge.index import KnowledgeIndex
 
-    corpus = settings.corpus_path()
-    if not corpus.is_dir():
-        raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of Markdown files")
-    retrieval = await anyio.to_thread.run_sync(RetrievalEngine.build, corpus)
+    if settings.index is not None:
+        try:
+            index = await anyio.to_thread.run_sync(KnowledgeIndex.open, settings.index)
+        except InvalidIndex as error:
+            raise RuntimeError(f"ANVIL_INDEX: {error}") from None
+        except OSError as error:
+            raise RuntimeError(
+                f"ANVIL_INDEX: cannot open {settings.index}: {error.strerror or error}"
+            ) from None
+        retrieval = RetrievalEngine(index)
+    else:
+        corpus = settings.corpus_path()
+        if not corpus.is_dir():
+            raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of Markdown files")
+        retrieval = await anyio.to_thread.run_sync(RetrievalEngine.build, corpus, cache_dir)
+    stack.callback(retrieval.index.close)
     if settings.answer_engine == "retrieval":
         return retrieval, retrieval.document_count
     from app.adapters.engines.chat import open_chat_engine
@@ -91,7 +112,7 @@ async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Tel
     opened: ConversationStore = await open_store(settings, ttl_seconds=settings.history_ttl_seconds)
     stack.push_async_callback(opened.aclose)
     store = TracedStore(opened, telemetry, settings.store)
-    engine, corpus_documents = await open_engine(settings, stack)
+    engine, corpus_documents = await open_engine(settings, stack, settings.data_dir / INDEX_CACHE)
     engine = TracedEngine(engine, telemetry, settings.model_name)
     auth = await open_auth(settings)
     if auth.aclose is not None:

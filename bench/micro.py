@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.adapters.engines.corpus import CorpusPassage
 from app.adapters.engines.retrieval import RetrievalEngine
 from app.auth.dev import DevIssuer
+from app.knowledge.corpus import CorpusPassage
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = [

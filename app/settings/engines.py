@@ -30,6 +30,13 @@ class EngineSettings(Part):
             "Default: the project's `docs/`."
         ),
     )
+    index: Path | None = Field(
+        None,
+        description=(
+            "A knowledge index file built by `anvil index`, served instead of building one from "
+            "`ANVIL_CORPUS_DIR` at start-up."
+        ),
+    )
     openai_base_url: str | None = Field(
         None,
         description=(
@@ -97,6 +104,16 @@ class EngineSettings(Part):
             if missing:
                 raise ValueError(f"ANVIL_ANSWER_ENGINE=azure-openai needs {' and '.join(missing)}")
         return self
+
+    @field_validator("index")
+    @classmethod
+    def _index_is_a_file_path(cls, value: Path | None) -> Path | None:
+        if value is not None and "://" in str(value):
+            raise ValueError(
+                f"{value} is a URL: this version serves an index from a file path; download the "
+                "index to a file and set ANVIL_INDEX to its path"
+            )
+        return value
 
     @property
     def model_name(self) -> str | None:

@@ -11,7 +11,7 @@ import pytest
 from support.anvil_server import AnvilServer
 from support.corpus_files import fetch, search, skipped, sources, warnings
 
-from app.adapters.engines.corpus_files import read_corpus
+from app.knowledge.corpus_files import read_corpus
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="file modes as POSIX has them")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.adapters.engines.corpus_files import read_corpus
+from app.knowledge.corpus_files import read_corpus
 from support.anvil_server import AnvilServer
 
 

@@ -17,8 +17,16 @@ WEB = ("fastapi", "starlette", "uvicorn", "httptools")
 SDK = ("mcp", "mcp_types")
 AZURE = ("azure", "openai", "msal", "msal_extensions")
 SURFACES = ("app.http", "app.mcp_server", "app.rest", "app.main", "app.serve", "app.cli")
-SERVER = (*SURFACES, "app.lifespan", "app.operations", "app.stores", "app.auth", "app.adapters")
-ADAPTERS = ("app.stores", "app.auth", "app.adapters")
+SERVER = (
+    *SURFACES,
+    "app.lifespan",
+    "app.operations",
+    "app.stores",
+    "app.auth",
+    "app.adapters",
+    "app.knowledge",
+)
+ADAPTERS = ("app.stores", "app.auth", "app.adapters", "app.knowledge")
 
 
 def module_of(path: Path) -> str:
@@ -103,6 +111,11 @@ RULES = [
     ("app.stores", (*SURFACES, "app.lifespan", "app.operations", "app.auth", "app.client", *SDK)),
     ("app.auth", (*SURFACES, "app.lifespan", "app.operations", "app.stores", "app.client", *SDK)),
     ("app.adapters", (*SURFACES, "app.lifespan", "app.operations", "app.stores", "app.client", *SDK)),
+    # The knowledge index is read by the engines; it knows nothing of them, nor of the domain.
+    (
+        "app.knowledge",
+        (*SURFACES, "app.lifespan", "app.operations", "app.adapters", "app.domain", *WEB, *SDK),
+    ),
     # Each surface stands beside the others, never on them.
     ("app.http", ("app.mcp_server", "app.rest", "app.main", "app.serve", "app.cli", "app.client")),
     # (the HTTP plumbing in app.http is beneath both protocol surfaces: they use its guard and

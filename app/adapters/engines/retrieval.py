@@ -9,18 +9,19 @@ weight falls on words the corpus lacks) is refused with `NO_MATCH_ANSWER` and no
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from app.adapters.engines.corpus import CorpusFile, CorpusPassage, file_passages, split_blocks
-from app.adapters.engines.corpus_files import read_corpus
-from app.adapters.engines.rank_index import Bm25Index, Scores, TermSets, top
 from app.adapters.engines.text_compose import Excerpt, Unit, choose, fit, shorten, units_of
-from app.adapters.engines.text_tokens import split_compound, tokenize, words
 from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
+from app.knowledge.build import cached_index
+from app.knowledge.corpus import CorpusPassage
+from app.knowledge.corpus_files import read_corpus
+from app.knowledge.index import KnowledgeIndex
+from app.knowledge.lexical import Scores, top
+from app.knowledge.tokens import tokenize, words
 
 __all__ = [
     "MAX_ANSWER_CHARS",
@@ -82,50 +83,30 @@ def looks_like_follow_up(question: str) -> bool:
 
 
 class RetrievalEngine:
-    """Answers from a Markdown corpus: BM25 over heading-level passages, with cited excerpts.
+    """Answers from a knowledge index: BM25 over heading-level passages, with cited excerpts.
 
-    Build one with `build` (from a directory) or `from_passages`; queries run inline and are fast.
+    Made from an opened index, from a folder (`build`) or from bare passages (`from_passages`);
+    queries run inline and are fast.
     """
 
     name = "retrieval"
 
-    def __init__(self, passages: tuple[CorpusPassage, ...], files: Mapping[str, CorpusFile]) -> None:
-        self._passages = passages
-        self._files = dict(files)
-        sources = list(dict.fromkeys(p.source for p in passages))
-        self._sources = tuple(sources)
-        headings = [tokenize(p.heading) for p in passages]
-        bodies = [_body_tokens(p.text) for p in passages]
-        vocabulary = {t for tokens in bodies for t in tokens} | {t for tokens in headings for t in tokens}
-        names = {source: _name_tokens(source, vocabulary) for source in sources}
-        for heading, passage in zip(headings, passages, strict=True):
-            if passage.heading == passage.source.rsplit("/", 1)[-1]:
-                heading.extend(names[passage.source])
-        self._body = Bm25Index(bodies)
-        self._heading = Bm25Index(headings)
-        whole: dict[str, list[str]] = {source: list(names[source]) for source in sources}
-        for passage, heading, body in zip(passages, headings, bodies, strict=True):
-            whole[passage.source].extend(heading + body)
-        self._whole = Bm25Index([whole[source] for source in sources])
-        number = {source: n for n, source in enumerate(sources)}
-        self._file_of = np.array([number[p.source] for p in passages], dtype=np.intp)
-        self._terms = [frozenset(h) | frozenset(b) for h, b in zip(headings, bodies, strict=True)]
-        self._holders = TermSets(self._terms)
-        self._by_heading: dict[tuple[str, ...], list[int]] = {}
-        for n, passage in enumerate(passages):
-            self._by_heading.setdefault(tuple(words(passage.heading.rsplit(" > ", 1)[-1])), []).append(n)
+    def __init__(self, index: KnowledgeIndex) -> None:
+        self.index = index
         self._units: dict[int, tuple[Unit, ...]] = {}
 
     @classmethod
-    def build(cls, corpus_dir: Path) -> RetrievalEngine:
-        """Load every `*.md` and `*.mdx` file under `corpus_dir` and index it (blocking; run off-loop).
+    def build(cls, corpus_dir: Path, cache_dir: Path | None = None) -> RetrievalEngine:
+        """Index every `*.md` and `*.mdx` file under `corpus_dir` (blocking; run off-loop): in
+        memory, or kept in `cache_dir` and opened from it while the folder is unchanged.
 
         A corpus that holds no document with text is indexed all the same (every question is then
         answered `NO_MATCH_ANSWER`), with a warning naming the folder.
         """
-        files = read_corpus(corpus_dir)
-        passages = tuple(p for file in files for p in file_passages(file))
-        engine = cls(passages, {file.source: file for file in files})
+        if cache_dir is None:
+            engine = cls(KnowledgeIndex.from_files(read_corpus(corpus_dir)))
+        else:
+            engine = cls(cached_index(corpus_dir, cache_dir))
         if not engine.document_count:
             logger.warning(
                 "corpus: %s holds no *.md or *.mdx document with text, so every question will be "
@@ -137,17 +118,17 @@ class RetrievalEngine:
     @classmethod
     def from_passages(cls, passages: Iterable[CorpusPassage]) -> RetrievalEngine:
         """Index the given passages (no files behind them: `fetch` finds nothing)."""
-        return cls(tuple(passages), {})
+        return cls(KnowledgeIndex.from_passages(passages))
 
     @property
     def passage_count(self) -> int:
         """How many passages the index holds."""
-        return len(self._passages)
+        return self.index.passage_count
 
     @property
     def document_count(self) -> int:
         """How many documents the index holds passages of (0: every question finds nothing)."""
-        return len(self._sources)
+        return self.index.document_count
 
     async def search(self, text: str, max_results: int) -> list[Passage]:
         """The passages that best match `text`, best first, at most `max_results` (never zero-score)."""
@@ -157,7 +138,7 @@ class RetrievalEngine:
     async def fetch(self, source: str, max_chars: int) -> Document | None:
         """The text of corpus file `source` (front matter stripped), cut at a line end to at most
         `max_chars` characters; None for anything that is not a file of the corpus."""
-        file = self._files.get(source)
+        file = self.index.file(source)
         if file is None:
             return None
         text = file.text
@@ -191,7 +172,7 @@ class RetrievalEngine:
         if not ranked or not self._covers(ranked, own):
             return Answer(text=NO_MATCH_ANSWER)
 
-        weights = {term: self._body.idf(term) * times for term, times in query.items()}
+        weights = {term: self._idf(term) * times for term, times in query.items()}
         excerpt = choose(self._units_of(ranked[0][0]), weights)
         second = self._second(ranked, excerpt, own)
         used = [self._passage(*ranked[0])]
@@ -201,7 +182,7 @@ class RetrievalEngine:
         for n, score in ranked[1:]:
             if len(used) > _SEE_ALSO or score < floor:
                 break
-            passage = self._passages[n]
+            passage = self.index.passage(n)
             if all((passage.source, passage.heading) != (p.source, p.heading) for p in used):
                 used.append(self._passage(n, score))
 
@@ -228,23 +209,32 @@ class RetrievalEngine:
         A passage whose own heading says exactly what the question says (`phrase`, its words)
         is lifted above the rest.
         """
-        if not self._passages or not query or k <= 0:
+        index = self.index
+        if not index.passage_count or not query or k <= 0:
             return []
-        scores: Scores = np.zeros(len(self._passages), dtype=np.float64)
-        self._body.add_scores(scores, query)
-        self._heading.add_scores(scores, query, HEADING_WEIGHT)
-        whole = self._whole.scores(query)
-        scores += FILE_WEIGHT * whole[self._file_of]
-        informative = {term: self._body.idf(term) * weight for term, weight in query.items()}
-        share = self._holders.coverage(informative) / sum(informative.values())
-        scores *= share**COVERAGE_EXPONENT
-        exact = self._by_heading.get(tuple(phrase))
-        if exact:
+        numbers = {n: weight for term, weight in query.items() if (n := index.term(term)) is not None}
+        scores: Scores = np.zeros(index.passage_count, dtype=np.float64)
+        index.body.add_scores(scores, numbers)
+        index.heading.add_scores(scores, numbers, HEADING_WEIGHT)
+        whole = index.whole.scores(numbers)
+        scores += FILE_WEIGHT * whole[index.passage_document]
+        informative = {term: self._idf(term) * weight for term, weight in query.items()}
+        held: Scores = np.zeros(index.passage_count, dtype=np.float64)
+        index.holders.add_presence(
+            held, {n: informative[term] for term in query if (n := index.term(term)) is not None}
+        )
+        scores *= (held / sum(informative.values())) ** COVERAGE_EXPONENT
+        exact = index.exact_heading(phrase)
+        if exact.size:
             lift = EXACT_HEADING_LIFT * float(scores.max())
-            for n in exact:
+            for n in exact.tolist():
                 if scores[n] > 0:
                     scores[n] += lift
         return [(n, float(scores[n])) for n in top(scores, k)]
+
+    def _idf(self, term: str) -> float:
+        """The term's IDF among passage texts (highest for a term no passage holds)."""
+        return self.index.body.idf(self.index.term(term))
 
     def _covers(self, ranked: Sequence[tuple[int, float]], own: Sequence[str]) -> bool:
         """Whether one of the top passages holds enough of the question's own informative weight.
@@ -255,10 +245,10 @@ class RetrievalEngine:
         distinct = set(own)
         if not distinct:
             return True
-        idf = {term: self._body.idf(term) for term in distinct}
+        idf = {term: self._idf(term) for term in distinct}
         total = sum(idf.values())
         for n, _ in ranked[:_COVERAGE_DEPTH]:
-            held = [term for term in distinct if term in self._terms[n]]
+            held = [term for term in distinct if self.index.holders.holds(self.index.term(term), n)]
             share = sum(idf[term] for term in held) / total
             if share >= MIN_COVERAGE or (len(held) >= 2 and share >= MIN_SHARED_COVERAGE):
                 return True
@@ -269,16 +259,16 @@ class RetrievalEngine:
     ) -> tuple[int, Excerpt] | None:
         """The next passage worth quoting too: close behind the best one, from another section,
         with a sentence holding much of the question's weight that the first excerpt misses."""
-        weights = {term: self._body.idf(term) for term in own}
+        weights = {term: self._idf(term) for term in own}
         if len(weights) < 2:
             return None
         missing = {t: w for t, w in weights.items() if t not in excerpt.covered}
         enough = _SECOND_SHARE * sum(weights.values())
         if sum(missing.values()) < enough:
             return None
-        first = self._passages[ranked[0][0]]
+        first = self.index.passage(ranked[0][0])
         for position, (n, score) in enumerate(ranked[1:3], start=1):
-            passage = self._passages[n]
+            passage = self.index.passage(n)
             if (passage.source, passage.heading) == (first.source, first.heading):
                 continue
             if score < _SECOND_SCORE * ranked[0][1]:
@@ -292,11 +282,11 @@ class RetrievalEngine:
     def _units_of(self, n: int) -> tuple[Unit, ...]:
         units = self._units.get(n)
         if units is None:
-            units = self._units[n] = units_of(self._passages[n].text)
+            units = self._units[n] = units_of(self.index.passage(n).text)
         return units
 
     def _passage(self, n: int, score: float) -> Passage:
-        found = self._passages[n]
+        found = self.index.passage(n)
         return Passage(source=found.source, heading=found.heading, text=found.text, score=score)
 
 
@@ -312,25 +302,6 @@ def _borrowed(history: Sequence[PastExchange]) -> dict[str, float]:
             break
         weight /= 2
     return borrowed
-
-
-def _body_tokens(text: str) -> list[str]:
-    """The terms of a passage's text; a code block counts each of its terms once, so that the
-    names a code sample repeats (`app`, `client`) do not outweigh the prose."""
-    tokens: list[str] = []
-    for block, is_code in split_blocks(text):
-        found = tokenize(block)
-        tokens.extend(dict.fromkeys(found) if is_code else found)
-    return tokens
-
-
-def _name_tokens(source: str, vocabulary: set[str]) -> list[str]:
-    """Terms of a file's name ("static-files.md", "staticfiles.md": "static", "file")."""
-    stem = source.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    found = tokenize(re.sub(r"[-_.]+", " ", stem))
-    for word in words(stem):
-        found.extend(split_compound(word, vocabulary))
-    return found
 
 
 def _cite(passage: Passage) -> str:

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from app.adapters.engines.corpus import split_blocks
-from app.adapters.engines.text_tokens import tokenize
+from app.knowledge.corpus import split_blocks
+from app.knowledge.tokens import tokenize
 
 #: A code block longer than this is left out of answers (the citation points at it).
 MAX_CODE_CHARS = 700

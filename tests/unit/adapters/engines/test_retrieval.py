@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 from support.exchange import Exchange
 
-from app.adapters.engines.corpus import CorpusPassage
 from app.adapters.engines.retrieval import (
     MAX_ANSWER_CHARS,
     NO_MATCH_ANSWER,
@@ -16,6 +15,7 @@ from app.adapters.engines.retrieval import (
     tokenize,
 )
 from app.domain.ports import AnswerEngine
+from app.knowledge.corpus import CorpusPassage
 
 pytestmark = pytest.mark.anyio
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.adapters.engines.corpus import CorpusPassage
 from app.adapters.engines.retrieval import MAX_ANSWER_CHARS, RetrievalEngine
 from app.domain.ports import AnswerEngine, Document
+from app.knowledge.corpus import CorpusPassage
 
 pytestmark = pytest.mark.anyio
 

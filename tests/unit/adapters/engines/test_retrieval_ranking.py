@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from support.exchange import Exchange
 
-from app.adapters.engines.corpus import CorpusPassage
 from app.adapters.engines.retrieval import NO_MATCH_ANSWER, RetrievalEngine, looks_like_follow_up
-from app.adapters.engines.text_tokens import tokenize
+from app.knowledge.corpus import CorpusPassage
+from app.knowledge.tokens import tokenize
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from app.adapters.engines.corpus import SUFFIXES, CorpusFile, parse_file
+from app.knowledge.corpus import SUFFIXES, CorpusFile, parse_file
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.corpus_files import make_corpus, skipped, sources
 
-from app.adapters.engines.corpus_files import read_corpus
+from app.knowledge.corpus_files import read_corpus
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="symbolic links and FIFOs as POSIX has them")
 

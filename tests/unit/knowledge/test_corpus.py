@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.adapters.engines.corpus import (
+from app.knowledge.corpus import (
     MAX_PASSAGE_CHARS,
     CorpusPassage,
     chunk_text,
@@ -14,7 +14,7 @@ from app.adapters.engines.corpus import (
     parse_file,
     split_front_matter,
 )
-from app.adapters.engines.corpus_files import read_corpus
+from app.knowledge.corpus_files import read_corpus
 
 STORAGE = """# Storage
 

@@ -1,0 +1,77 @@
+"""The types of the `anvil` command line's arguments: each refuses a bad value with a usage
+error that says what to give instead."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+#: Where `anvil ask`, `bridge`, `login` and `logout` find a server by default.
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def conversation_id(value: str) -> str:
+    """argparse type: a valid conversationId, else a usage error naming the rule."""
+    from app.domain.conversation import CONVERSATION_ID_RULE, is_valid_conversation_id
+
+    if not is_valid_conversation_id(value):
+        raise argparse.ArgumentTypeError(CONVERSATION_ID_RULE)
+    return value
+
+
+def server_url(value: str) -> str:
+    """argparse type: an http(s) URL with a host, without a trailing slash."""
+    from app.urls import checked_url
+
+    try:
+        return checked_url(value, bare=False)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an http(s) URL like {DEFAULT_URL}") from None
+
+
+def ttl(value: str) -> int:
+    """argparse type: a token lifetime in whole seconds, from 1 second to 30 days."""
+    from app.devkey import MAX_TTL_SECONDS
+
+    try:
+        seconds = int(value)
+    except ValueError:
+        seconds = 0
+    if not 1 <= seconds <= MAX_TTL_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a lifetime from 1 second to 30 days: give whole seconds, "
+            f"from 1 to {MAX_TTL_SECONDS}"
+        )
+    return seconds
+
+
+def question(value: str) -> str:
+    """argparse type: a question with some text in it."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("the question is empty")
+    return value
+
+
+def source_folder(value: str) -> Path:
+    """argparse type: a folder of documents to index."""
+    if "://" in value:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is a URL: this version indexes folders; download the documents to a folder "
+            "and name the folder"
+        )
+    path = Path(value)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r} is not a folder of documents")
+    return path
+
+
+def index_target(value: str) -> Path:
+    """argparse type: the file an index is written to."""
+    if "://" in value:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is a URL: this version writes an index to a file; upload the file afterwards"
+        )
+    path = Path(value)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r} is a folder: name the index file to write")
+    return path

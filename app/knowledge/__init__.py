@@ -1,0 +1,1 @@
+"""The knowledge index: readers, the index artifact, and building and opening it."""

@@ -1,0 +1,254 @@
+"""`KnowledgeIndex`: the passages of a corpus and their lexical index, built once and opened fast.
+
+Built from read files (`from_files`) it is held in memory; written (`write`) it is one file
+(`artifact.py`) that `open` maps without building anything but its lookups: the vocabulary, the
+sources and the headings. Passage and file texts stay in the file until a query needs them.
+
+Ranking fields (see the retrieval engine): each passage's text, its headings (with the file's
+name for the text before its first heading), and its whole file; plus which passages hold each
+term at all, for the share of a question a passage covers.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from app.knowledge.artifact import IndexFile, InvalidIndex, write_index
+from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages, split_blocks
+from app.knowledge.lexical import Field, Ids, Vocabulary
+from app.knowledge.tokens import split_compound, tokenize, words
+
+#: What the lexical index is made of; an index built with other rules is not served.
+LEXICAL = "bm25-snowball-english-1"
+_SEPARATOR = "\0"  # in no term, path or heading word
+
+
+class TextTable:
+    """Strings stored as one UTF-8 blob and their offsets; one is decoded when asked for."""
+
+    def __init__(self, blob: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64]) -> None:
+        self._blob = blob
+        self._offsets = offsets
+
+    @staticmethod
+    def arrays(prefix: str, strings: Iterable[str]) -> dict[str, npt.NDArray[Any]]:
+        encoded = [s.encode() for s in strings]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+        return {f"{prefix}.blob": blob, f"{prefix}.offsets": offsets}
+
+    @classmethod
+    def of(cls, get: Callable[[str], npt.NDArray[Any]], prefix: str) -> TextTable:
+        return cls(get(f"{prefix}.blob"), get(f"{prefix}.offsets"))
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, n: int) -> str:
+        return self._blob[self._offsets[n] : self._offsets[n + 1]].tobytes().decode()
+
+
+def _string_list(strings: Sequence[str]) -> npt.NDArray[np.uint8]:
+    """Strings that are all read on opening, each ended by the separator (so "" survives)."""
+    return np.frombuffer("".join(s + _SEPARATOR for s in strings).encode(), dtype=np.uint8)
+
+
+def _strings(array: npt.NDArray[np.uint8]) -> list[str]:
+    return array.tobytes().decode().split(_SEPARATOR)[:-1]
+
+
+class KnowledgeIndex:
+    """Passages, the files they come from, and the lexical fields over them."""
+
+    def __init__(
+        self,
+        get: Callable[[str], npt.NDArray[Any]],
+        content: dict[str, Any],
+        *,
+        version: str,
+        built: dict[str, Any],
+        source: IndexFile | None = None,
+    ) -> None:
+        if content.get("lexical") != LEXICAL:
+            raise InvalidIndex(
+                f"the index's lexical rules are {content.get('lexical')!r}, this Anvil's {LEXICAL!r}: "
+                "rebuild it with this version's `anvil index`"
+            )
+        self.version = version
+        self.built = built
+        self.content = content
+        self._source = source
+        self.vocabulary = Vocabulary(_strings(get("terms")))
+        self.body = Field.from_arrays(get, "body")
+        self.heading = Field.from_arrays(get, "heading")
+        self.whole = Field.from_arrays(get, "whole")
+        self.holders = Field.from_arrays(get, "holders", weighted=False)
+        self.documents = _strings(get("documents"))
+        self.passage_document: Ids = get("passage.document")
+        self._headings = TextTable.of(get, "passage.heading")
+        self._texts = TextTable.of(get, "passage.text")
+        self._file_numbers = {source: n for n, source in enumerate(_strings(get("file.source")))}
+        self._file_titles = TextTable.of(get, "file.title")
+        self._file_texts = TextTable.of(get, "file.text")
+        keys = _strings(get("exact.keys"))
+        indptr, ids = get("exact.indptr"), get("exact.ids")
+        self._exact = {key: (int(indptr[n]), int(indptr[n + 1])) for n, key in enumerate(keys)}
+        self._exact_ids: Ids = ids
+
+    @property
+    def passage_count(self) -> int:
+        return len(self._texts)
+
+    @property
+    def document_count(self) -> int:
+        """How many documents hold passages (0: every question finds nothing)."""
+        return len(self.documents)
+
+    def term(self, term: str) -> int | None:
+        return self.vocabulary.numbers.get(term)
+
+    def passage(self, n: int) -> CorpusPassage:
+        return CorpusPassage(
+            source=self.documents[int(self.passage_document[n])],
+            heading=self._headings[n],
+            text=self._texts[n],
+        )
+
+    def file(self, source: str) -> CorpusFile | None:
+        n = self._file_numbers.get(source)
+        if n is None:
+            return None
+        return CorpusFile(source=source, title=self._file_titles[n], text=self._file_texts[n])
+
+    def exact_heading(self, phrase: Sequence[str]) -> Ids:
+        """The passages whose own (last) heading is `phrase`, word for word."""
+        start, end = self._exact.get(" ".join(phrase), (0, 0))
+        return self._exact_ids[start:end]
+
+    def close(self) -> None:
+        if self._source is not None:
+            self._source.close()
+
+    @classmethod
+    def from_files(cls, files: Sequence[CorpusFile]) -> KnowledgeIndex:
+        """The index of `files`, in memory."""
+        arrays, content = build_arrays(files)
+        return cls(arrays.__getitem__, content, version="", built={})
+
+    @classmethod
+    def from_passages(cls, passages: Iterable[CorpusPassage]) -> KnowledgeIndex:
+        """The index of `passages` with no files behind them (`file` finds nothing)."""
+        arrays, content = build_arrays((), tuple(passages))
+        return cls(arrays.__getitem__, content, version="", built={})
+
+    @classmethod
+    def open(cls, path: Path, *, verify: bool = True) -> KnowledgeIndex:
+        """The index written at `path`; `InvalidIndex` (saying why) for anything else."""
+        source = IndexFile(path, verify=verify)
+        try:
+            return cls(
+                source.array, source.content, version=source.version, built=source.built, source=source
+            )
+        except BaseException:
+            source.close()
+            raise
+
+
+def write(files: Sequence[CorpusFile], target: Path, *, sources: Sequence[str], mode: int = 0o644) -> str:
+    """Build the index of `files` and write it to `target` atomically; returns its version."""
+    arrays, content = build_arrays(files)
+    built = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": list(sources)}
+    return write_index(target, arrays, content, built, mode=mode)
+
+
+def build_arrays(
+    files: Sequence[CorpusFile], passages: Sequence[CorpusPassage] | None = None
+) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+    """Every section of the index of `files` (or of bare `passages`), and its content header."""
+    if passages is None:
+        passages = [p for file in files for p in file_passages(file)]
+    documents = list(dict.fromkeys(p.source for p in passages))
+    headings = [tokenize(p.heading) for p in passages]
+    bodies = [_body_tokens(p.text) for p in passages]
+    terms: dict[str, int] = {}
+    for tokens in (*bodies, *headings):
+        for token in tokens:
+            terms.setdefault(token, len(terms))
+    names = {source: _name_tokens(source, terms) for source in documents}
+    for heading, passage in zip(headings, passages, strict=True):
+        if passage.heading == passage.source.rsplit("/", 1)[-1]:
+            heading.extend(names[passage.source])
+    whole: dict[str, list[str]] = {source: list(names[source]) for source in documents}
+    for passage, heading, body in zip(passages, headings, bodies, strict=True):
+        whole[passage.source].extend(heading + body)
+    for tokens in whole.values():
+        for token in tokens:
+            terms.setdefault(token, len(terms))
+
+    def numbered(tokens: list[str]) -> list[int]:
+        return [terms[t] for t in tokens]
+
+    size = len(terms)
+    body_ids = [numbered(tokens) for tokens in bodies]
+    heading_ids = [numbered(tokens) for tokens in headings]
+    holders = [list(dict.fromkeys([*h, *b])) for h, b in zip(heading_ids, body_ids, strict=True)]
+    number = {source: n for n, source in enumerate(documents)}
+    exact: dict[str, list[int]] = {}
+    for n, passage in enumerate(passages):
+        exact.setdefault(" ".join(words(passage.heading.rsplit(" > ", 1)[-1])), []).append(n)
+    exact_indptr = np.zeros(len(exact) + 1, dtype=np.int64)
+    np.cumsum([len(ids) for ids in exact.values()], out=exact_indptr[1:])
+    arrays: dict[str, npt.NDArray[Any]] = {
+        "terms": _string_list(list(terms)),
+        **Field.build(body_ids, size).arrays("body"),
+        **Field.build(heading_ids, size).arrays("heading"),
+        **Field.build([numbered(whole[s]) for s in documents], size).arrays("whole"),
+        **Field.build(holders, size, weighted=False).arrays("holders"),
+        "documents": _string_list(documents),
+        "passage.document": np.array([number[p.source] for p in passages], dtype=np.int32),
+        **TextTable.arrays("passage.heading", (p.heading for p in passages)),
+        **TextTable.arrays("passage.text", (p.text for p in passages)),
+        "file.source": _string_list([f.source for f in files]),
+        **TextTable.arrays("file.title", (f.title for f in files)),
+        **TextTable.arrays("file.text", (f.text for f in files)),
+        "exact.keys": _string_list(list(exact)),
+        "exact.indptr": exact_indptr,
+        "exact.ids": np.array([n for ids in exact.values() for n in ids], dtype=np.int32),
+    }
+    content = {
+        "lexical": LEXICAL,
+        "passages": len(passages),
+        "documents": len(documents),
+        "files": len(files),
+        "terms": size,
+        # Room for the passage vectors of an embedder; none in a lexical-only index.
+        "embedder": None,
+    }
+    return arrays, content
+
+
+def _body_tokens(text: str) -> list[str]:
+    """The terms of a passage's text; a code block counts each of its terms once, so that the
+    names a code sample repeats (`app`, `client`) do not outweigh the prose."""
+    tokens: list[str] = []
+    for block, is_code in split_blocks(text):
+        found = tokenize(block)
+        tokens.extend(dict.fromkeys(found) if is_code else found)
+    return tokens
+
+
+def _name_tokens(source: str, vocabulary: dict[str, int]) -> list[str]:
+    """Terms of a file's name ("static-files.md", "staticfiles.md": "static", "file")."""
+    stem = source.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+    found = tokenize(re.sub(r"[-_.]+", " ", stem))
+    for word in words(stem):
+        found.extend(split_compound(word, vocabulary))
+    return found

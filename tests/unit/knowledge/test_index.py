@@ -1,0 +1,128 @@
+"""An index written to a file and opened again answers exactly as the one built in memory; the
+start-up cache opens an unchanged folder's index and rebuilds a changed one."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from app.adapters.engines.retrieval import RetrievalEngine
+from app.knowledge import build as build_module
+from app.knowledge.build import build, cached_index, read_sources
+from app.knowledge.index import KnowledgeIndex
+
+pytestmark = pytest.mark.anyio
+
+DOCS = Path(__file__).resolve().parents[3] / "docs"
+QUESTIONS = [
+    "How long does a conversation live?",
+    "How do I deploy to Azure?",
+    "and how is it configured?",
+    "What does the bridge do?",
+    "motorcycle oil filters",
+]
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[RetrievalEngine, RetrievalEngine]:
+    path = tmp_path_factory.mktemp("index") / "docs.anvilidx"
+    build([DOCS], path)
+    return RetrievalEngine.build(DOCS), RetrievalEngine(KnowledgeIndex.open(path))
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+async def test_an_opened_index_answers_as_the_one_built_in_memory(
+    both: tuple[RetrievalEngine, RetrievalEngine], question: str
+) -> None:
+    memory, opened = both
+    assert (opened.passage_count, opened.document_count) == (memory.passage_count, memory.document_count)
+    assert await opened.answer(question, ()) == await memory.answer(question, ())
+    assert await opened.search(question, 8) == await memory.search(question, 8)
+
+
+async def test_an_opened_index_fetches_files_as_the_one_built_in_memory(
+    both: tuple[RetrievalEngine, RetrievalEngine],
+) -> None:
+    memory, opened = both
+    for source in ("configuration.md", "deployment.md", "nothing.md"):
+        assert await opened.fetch(source, 500) == await memory.fetch(source, 500)
+
+
+def corpus(tmp_path: Path) -> Path:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Tides\n\nThe tide turns twice a day.\n")
+    (folder / "b.md").write_text("# Winds\n\nTrade winds blow from the east.\n")
+    return folder
+
+
+def test_an_unchanged_folder_opens_its_cached_index_and_a_change_rebuilds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder, cache = corpus(tmp_path), tmp_path / "cache"
+    first = cached_index(folder, cache)
+    (cached,) = cache.iterdir()
+    writes: list[Path] = []
+    real_write = build_module.write
+    monkeypatch.setattr(build_module, "write", lambda *a, **k: writes.append(a[1]) or real_write(*a, **k))
+
+    again = cached_index(folder, cache)
+    assert writes == [] and again.version == first.version and list(cache.iterdir()) == [cached]
+
+    (folder / "b.md").write_text("# Winds\n\nMonsoon winds turn with the seasons.\n")
+    changed = cached_index(folder, cache)
+    assert len(writes) == 1 and changed.version != first.version
+    assert list(cache.iterdir()) == [writes[0]] != [cached]  # the old one is gone
+    assert oct(writes[0].stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_damaged_cache_is_built_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    folder, cache = corpus(tmp_path), tmp_path / "cache"
+    version = cached_index(folder, cache).version
+    (cached,) = cache.iterdir()
+    cached.write_bytes(cached.read_bytes()[:100])
+    with caplog.at_level(logging.WARNING):
+        assert cached_index(folder, cache).version == version
+    assert "cached index cannot be served" in caplog.text
+
+
+def test_a_cache_that_cannot_be_written_is_warned_about_and_the_index_kept_in_memory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = corpus(tmp_path)
+    (tmp_path / "file").write_text("")
+    with caplog.at_level(logging.WARNING):
+        index = cached_index(folder, tmp_path / "file" / "cache")
+    assert index.document_count == 2
+    assert (
+        f"the index is built at every start because cannot keep the index in {tmp_path / 'file' / 'cache'}"
+        in caplog.text
+    )
+
+
+def test_documents_of_several_folders_are_named_by_their_folder(tmp_path: Path) -> None:
+    one, two = tmp_path / "guides", tmp_path / "reference"
+    shutil.copytree(corpus(tmp_path), one)
+    shutil.copytree(tmp_path / "corpus", two)
+    assert [f.source for f in read_sources([one, two])] == [
+        "guides/a.md",
+        "guides/b.md",
+        "reference/a.md",
+        "reference/b.md",
+    ]
+    (tmp_path / "x").mkdir()
+    shutil.copytree(one, tmp_path / "x" / "guides")
+    with pytest.raises(ValueError, match=r"two source folders have the same name \(guides\)"):
+        read_sources([one, tmp_path / "x" / "guides"])
+
+
+def test_an_empty_corpus_makes_an_index_that_finds_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "empty.anvilidx"
+    (tmp_path / "empty").mkdir()
+    built = build([tmp_path / "empty"], path)
+    assert (built.files, built.passages) == (0, 0)
+    index = KnowledgeIndex.open(path)
+    assert (index.passage_count, index.document_count) == (0, 0)
