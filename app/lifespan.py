@@ -10,12 +10,13 @@ Everything opened is closed again, in reverse order, at shutdown.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.datastructures import State
@@ -24,13 +25,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.auth.setup import open_auth, protected_resource_metadata
 from app.domain.ask import AskService, HistoryLimits
 from app.domain.lifecycle import ConversationService
-from app.domain.ports import AnswerEngine, ConversationStore, Verifier
+from app.domain.ports import AnswerEngine, ConversationStore, IndexStatus, Verifier
 from app.domain.turn_queue import TurnQueue
+from app.private_files import private_folder
 from app.settings import Settings
 from app.settings.engines import EngineSettings
 from app.stores.factory import open_store
 from app.telemetry.instruments import Telemetry
 from app.telemetry.traced import TracedEngine, TracedStore
+
+if TYPE_CHECKING:
+    from app.adapters.engines.retrieval import RetrievalEngine
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +56,8 @@ class Runtime:
     readiness: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
     #: Records nothing unless an exporter is configured (`app.telemetry.setup`).
     telemetry: Telemetry = field(default_factory=Telemetry.off)
-    #: How many documents the answer engine's corpus holds; None when it reads none (echo).
-    corpus_documents: int | None = None
+    #: The knowledge index being served, as it is now; None for an engine that reads none (echo).
+    knowledge: Callable[[], IndexStatus] | None = None
 
 
 def runtime_of(scope: Mapping[str, Any]) -> Runtime:
@@ -65,11 +70,11 @@ def runtime_of(scope: Mapping[str, Any]) -> Runtime:
 
 
 async def open_engine(
-    settings: EngineSettings, stack: AsyncExitStack, cache_dir: Path
-) -> tuple[AnswerEngine, int | None]:
-    """The configured answer engine, and how many documents its corpus holds (None for echo,
-    which reads none); the index is opened (`ANVIL_INDEX`), or built from the corpus folder and
-    kept in `cache_dir`, off the event loop.
+    settings: EngineSettings, stack: AsyncExitStack, cache_dir: Path, telemetry: Telemetry
+) -> tuple[AnswerEngine, Callable[[], IndexStatus] | None]:
+    """The configured answer engine, and what its knowledge index is (None for echo, which reads
+    none). The index is opened (`ANVIL_INDEX`, then refreshed every `ANVIL_INDEX_REFRESH_SECONDS`),
+    or built from the corpus folder and kept in `cache_dir`, off the event loop.
 
     The language-model engines answer from the same index as the embedded one.
     """
@@ -82,8 +87,11 @@ async def open_engine(
     from app.knowledge.index import KnowledgeIndex
 
     if settings.index is not None:
+        private_folder(cache_dir)
         try:
-            index = await anyio.to_thread.run_sync(KnowledgeIndex.open, settings.index)
+            index = await anyio.to_thread.run_sync(
+                functools.partial(KnowledgeIndex.open, settings.index, copy_to=cache_dir)
+            )
         except InvalidIndex as error:
             raise RuntimeError(f"ANVIL_INDEX: {error}") from None
         except OSError as error:
@@ -91,19 +99,51 @@ async def open_engine(
                 f"ANVIL_INDEX: cannot open {settings.index}: {error.strerror or error}"
             ) from None
         retrieval = RetrievalEngine(index)
+        if settings.index_refresh_seconds:
+            await _refresh(
+                retrieval, settings.index, settings.index_refresh_seconds, stack, telemetry, cache_dir
+            )
     else:
         corpus = settings.corpus_path()
         if not corpus.is_dir():
             raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of Markdown files")
         retrieval = await anyio.to_thread.run_sync(RetrievalEngine.build, corpus, cache_dir)
-    stack.callback(retrieval.index.close)
+    stack.callback(lambda: retrieval.index.close())
+
+    def status() -> IndexStatus:
+        served = retrieval.index
+        return IndexStatus(served.version, served.passage_count, served.document_count, served.built_at)
+
     if settings.answer_engine == "retrieval":
-        return retrieval, retrieval.document_count
+        return retrieval, status
     from app.adapters.engines.chat import open_chat_engine
 
     engine = open_chat_engine(settings, retrieval)
     stack.push_async_callback(engine.aclose)
-    return engine, retrieval.document_count
+    return engine, status
+
+
+async def _refresh(
+    retrieval: RetrievalEngine,
+    path: Path,
+    interval: float,
+    stack: AsyncExitStack,
+    telemetry: Telemetry,
+    copy_to: Path,
+) -> None:
+    """Swap `retrieval` to each new version of the index at `path`, looked for every `interval`
+    seconds until the stack closes; a new file that cannot be served is warned of and counted."""
+    from app.knowledge.refresh import IndexRefresher
+
+    def refused(reason: str) -> None:
+        logger.warning("index: kept serving version %s: %s", retrieval.index.version, reason)
+        telemetry.instruments.index_refusals.add(1)
+
+    refresher = IndexRefresher(path, retrieval.index, retrieval.swap, refused, copy_to=copy_to)
+    tasks = await stack.enter_async_context(anyio.create_task_group())
+    tasks.start_soon(refresher.run, interval)
+    # Closed first (last in): the refreshing stops before the task group waits for it.
+    stack.callback(tasks.cancel_scope.cancel)
 
 
 async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Telemetry) -> Runtime:
@@ -112,7 +152,7 @@ async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Tel
     opened: ConversationStore = await open_store(settings, ttl_seconds=settings.history_ttl_seconds)
     stack.push_async_callback(opened.aclose)
     store = TracedStore(opened, telemetry, settings.store)
-    engine, corpus_documents = await open_engine(settings, stack, settings.data_dir / INDEX_CACHE)
+    engine, knowledge = await open_engine(settings, stack, settings.data_dir / INDEX_CACHE, telemetry)
     engine = TracedEngine(engine, telemetry, settings.model_name)
     auth = await open_auth(settings)
     if auth.aclose is not None:
@@ -143,7 +183,7 @@ async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Tel
             writers=writers,
         ),
         verifier=auth.verifier,
-        corpus_documents=corpus_documents,
+        knowledge=knowledge,
         resource_metadata=protected_resource_metadata(settings.resource_url, auth)
         if auth.verifier is not None
         else None,

@@ -3,6 +3,7 @@
 - `ConversationStore`: where conversations live (memory, SQLite, Cosmos DB).
 - `AnswerEngine`: what turns a question into an answer (retrieval, echo, a language model).
 - `Verifier`: what turns a bearer token into the caller it proves (dev issuer, Entra ID).
+- `IndexStatus`: what the served knowledge index is, for readiness.
 
 Adapters implement them (`app/adapters/`); `create_app` chooses which, from the settings.
 """
@@ -15,6 +16,20 @@ from typing import NamedTuple, Protocol
 
 from app.domain.conversation import Conversation, ConversationPage
 from app.domain.principal import Principal
+
+# --- The knowledge index ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    """The knowledge index being served: its version ("" for one built in memory), how many
+    passages and documents it holds, and when it was built (seconds since the epoch, or None)."""
+
+    version: str
+    passages: int
+    documents: int
+    built_at: float | None
+
 
 # --- Conversation stores ------------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from starlette.responses import JSONResponse
 
 from app.lifespan import Runtime
@@ -20,7 +22,8 @@ EMPTY_CORPUS = (
 
 async def readiness(rt: Runtime, *, draining: bool = False) -> JSONResponse:
     """200 when every dependency answers, else 503 naming the ones that do not; 503 at once
-    while the process drains its requests before exiting. An empty corpus is said in `warnings`
+    while the process drains its requests before exiting. The knowledge index is named in `index`
+    (its version, its passages and documents, its age); an empty corpus is said in `warnings`
     and leaves the status as it is."""
     if draining:
         return JSONResponse({"status": "draining", "checks": {}}, 503)
@@ -33,6 +36,14 @@ async def readiness(rt: Runtime, *, draining: bool = False) -> JSONResponse:
             checks[name] = f"unavailable: {type(error).__name__}"
     ready = all(value == "ok" for value in checks.values())
     body: dict[str, object] = {"status": "ok" if ready else "unavailable", "checks": checks}
-    if rt.corpus_documents == 0:
-        body["warnings"] = [EMPTY_CORPUS]
+    if rt.knowledge is not None:
+        served = rt.knowledge()
+        body["index"] = {
+            "version": served.version or None,
+            "passages": served.passages,
+            "documents": served.documents,
+            "ageSeconds": None if served.built_at is None else max(0, round(time.time() - served.built_at)),
+        }
+        if served.documents == 0:
+            body["warnings"] = [EMPTY_CORPUS]
     return JSONResponse(body, 200 if ready else 503)

@@ -24,11 +24,12 @@ import hashlib
 import json
 import mmap
 import os
+import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -117,19 +118,36 @@ def write_index(
 
 class IndexFile:
     """An opened index: its header and its sections, mapped read-only. `close()` unmaps it
-    (arrays taken from it must not be used after that)."""
+    (arrays taken from it must not be used after that).
 
-    def __init__(self, path: Path, *, verify: bool = True) -> None:
+    With `copy_to`, what is mapped is a copy of the file in that folder, which no other process
+    can reach (it has no name): a mapped file cut short under a reader kills the reader at its
+    next look past the new end (SIGBUS), and an index given by path may be overwritten in place
+    by anyone who can write it. An index Anvil itself keeps privately is mapped as it is.
+    """
+
+    def __init__(self, path: Path, *, verify: bool = True, copy_to: Path | None = None) -> None:
         self.path = path
         with open(path, "rb") as source:
+            # Kept open (and closed by `close`): the mapping is made from it.
+            self._file = tempfile.TemporaryFile(dir=copy_to) if copy_to is not None else None  # noqa: SIM115
             try:
-                self._map = mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ)
-            except ValueError:  # an empty file cannot be mapped
-                raise InvalidIndex(f"{path} is empty, not a knowledge index") from None
+                if self._file is not None:
+                    shutil.copyfileobj(source, self._file, _HASH_CHUNK)
+                    self._file.flush()
+                mapped = self._file if self._file is not None else source
+                try:
+                    self._map = mmap.mmap(mapped.fileno(), 0, access=mmap.ACCESS_READ)
+                except ValueError:  # an empty file cannot be mapped
+                    raise InvalidIndex(f"{path} is empty, not a knowledge index") from None
+            except BaseException:
+                if self._file is not None:
+                    self._file.close()
+                raise
         try:
             self._read_header(verify)
         except BaseException:
-            self._map.close()
+            self.close()
             raise
 
     def _read_header(self, verify: bool) -> None:
@@ -176,7 +194,7 @@ class IndexFile:
         # every page of the index resident in this process.
         digest = hashlib.sha256()
         digest.update(json.dumps(self.content, sort_keys=True, separators=(",", ":")).encode())
-        with open(self.path, "rb") as source:
+        with open(self.path, "rb") if self._file is None else _unclosed(self._file) as source:
             for name in sorted(self._sections):
                 section = self._sections[name]
                 digest.update(name.encode() + b"\0" + section.dtype.encode() + b"\0")
@@ -208,6 +226,13 @@ class IndexFile:
         # While arrays still refer to the mapping it stays; it goes when the last of them does.
         with contextlib.suppress(BufferError):
             self._map.close()
+        if self._file is not None:
+            self._file.close()  # the mapping, if still there, keeps the copy's pages
+
+
+@contextlib.contextmanager
+def _unclosed(file: IO[bytes]) -> Iterator[IO[bytes]]:
+    yield file
 
 
 def _aligned(offset: int) -> int:

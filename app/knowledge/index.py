@@ -11,6 +11,7 @@ term at all, for the share of a question a passage covers.
 
 from __future__ import annotations
 
+import calendar
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -104,6 +105,14 @@ class KnowledgeIndex:
         self._exact_ids: Ids = ids
 
     @property
+    def built_at(self) -> float | None:
+        """When it was built (seconds since the epoch); None for an index built in memory."""
+        at = self.built.get("at")
+        if not isinstance(at, str):
+            return None
+        return calendar.timegm(time.strptime(at, "%Y-%m-%dT%H:%M:%SZ"))
+
+    @property
     def passage_count(self) -> int:
         return len(self._texts)
 
@@ -150,9 +159,10 @@ class KnowledgeIndex:
         return cls(arrays.__getitem__, content, version="", built={})
 
     @classmethod
-    def open(cls, path: Path, *, verify: bool = True) -> KnowledgeIndex:
-        """The index written at `path`; `InvalidIndex` (saying why) for anything else."""
-        source = IndexFile(path, verify=verify)
+    def open(cls, path: Path, *, verify: bool = True, copy_to: Path | None = None) -> KnowledgeIndex:
+        """The index written at `path`; `InvalidIndex` (saying why) for anything else. With
+        `copy_to`, served from a private copy in that folder (see `IndexFile`)."""
+        source = IndexFile(path, verify=verify, copy_to=copy_to)
         try:
             return cls(
                 source.array, source.content, version=source.version, built=source.built, source=source

@@ -37,6 +37,15 @@ class EngineSettings(Part):
             "`ANVIL_CORPUS_DIR` at start-up."
         ),
     )
+    index_refresh_seconds: float = Field(
+        60.0,
+        ge=0,
+        le=86_400,
+        description=(
+            "How often a served `ANVIL_INDEX` file is checked for a new version, which is swapped "
+            "in without a restart; 0 checks never."
+        ),
+    )
     openai_base_url: str | None = Field(
         None,
         description=(

@@ -37,6 +37,7 @@ class Instruments:
     engine_duration: Histogram
     engine_tokens: Histogram
     sign_in_failures: Counter
+    index_refusals: Counter
 
     @classmethod
     def on(cls, meter: Meter) -> Instruments:
@@ -77,6 +78,11 @@ class Instruments:
                 "anvil.sign_in.failures",
                 unit="{request}",
                 description="Requests refused at sign-in, by reason.",
+            ),
+            index_refusals=meter.create_counter(
+                "anvil.index.refusals",
+                unit="{index}",
+                description="New knowledge index files not swapped in because they did not open or validate.",
             ),
         )
 

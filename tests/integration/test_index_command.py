@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -92,3 +94,70 @@ def test_an_index_that_cannot_be_served_stops_start_up_with_one_line(tmp_path: P
             if line.strip() and "Anvil cannot start" in line
         ]
         assert said in reason, reason
+
+
+def ready(server: AnvilServer) -> dict[str, object]:
+    body: dict[str, object] = httpx.get(f"{server.url}/readyz", timeout=10).json()
+    return body
+
+
+def wait_for_version(server: AnvilServer, version: str, deadline: float) -> None:
+    """Poll `/readyz` (a condition, not a fixed wait) until it names `version`."""
+    while ready(server)["index"]["version"] != version:  # type: ignore[index]
+        assert time.monotonic() < deadline, f"{version} was never served: {ready(server)}"
+        time.sleep(0.05)
+
+
+def test_a_new_index_is_swapped_in_under_load_with_no_failed_ask(tmp_path: Path) -> None:
+    tides, winds = tmp_path / "tides", tmp_path / "winds"
+    for folder, text in (
+        (tides, "The tide turns twice a day."),
+        (winds, "Monsoon winds turn with the seasons."),
+    ):
+        folder.mkdir()
+        (folder / "page.md").write_text(f"# Page\n\n{text}\n")
+    served = tmp_path / "served.anvilidx"
+    assert anvil("index", str(tides), "--output", str(served)).returncode == 0
+    env = {"ANVIL_INDEX": str(served), "ANVIL_INDEX_REFRESH_SECONDS": "0.1"}
+    with run_anvil(tmp_path / "data", env) as server:
+        first = ready(server)["index"]
+        token = server.token("reader")
+        failures: list[str] = []
+        answers: list[str] = []
+        stop = threading.Event()
+
+        def asking() -> None:
+            with httpx.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+                while not stop.is_set():
+                    response = http.post(f"{server.url}/api/ask", json={"question": "What turns?"})
+                    if response.status_code != 200:
+                        failures.append(f"{response.status_code} {response.text}")
+                    else:
+                        answers.append(response.json()["answer"])
+
+        askers = [threading.Thread(target=asking) for _ in range(16)]
+        for asker in askers:
+            asker.start()
+        try:
+            versions = []
+            for folder in (winds, tides, winds):
+                ran = anvil("index", str(folder), "--output", str(served))
+                version = ran.stderr.split("version ", 1)[1].split(",", 1)[0]
+                wait_for_version(server, version, time.monotonic() + 30)
+                versions.append(version)
+            # A damaged new file is never swapped in: the last version keeps serving, and says why.
+            served.write_bytes(served.read_bytes()[:-7])
+            deadline = time.monotonic() + 30
+            while "kept serving version" not in server.log():
+                assert time.monotonic() < deadline, server.log()
+                time.sleep(0.05)
+            status = httpx.get(f"{server.url}/readyz", timeout=10)
+        finally:
+            stop.set()
+            for asker in askers:
+                asker.join()
+    assert failures == []
+    assert len(set(versions)) == 2 and versions[0] != first["version"]  # type: ignore[index]
+    assert status.status_code == 200 and status.json()["index"]["version"] == versions[-1]
+    assert any("tide" in a for a in answers) and any("Monsoon" in a for a in answers)
+    assert f"kept serving version {versions[-1]}: {served} is truncated or damaged" in server.log()

@@ -92,8 +92,18 @@ class RetrievalEngine:
     name = "retrieval"
 
     def __init__(self, index: KnowledgeIndex) -> None:
-        self.index = index
-        self._units: dict[int, tuple[Unit, ...]] = {}
+        self._ranking = _Ranking(index)
+
+    @property
+    def index(self) -> KnowledgeIndex:
+        """The index being served."""
+        return self._ranking.index
+
+    def swap(self, index: KnowledgeIndex) -> None:
+        """Serve `index` from now on. A question already being answered finishes on the index it
+        started on: each call takes the ranking of one index, whole, when it starts (and runs to
+        its end without giving the event loop a turn)."""
+        self._ranking = _Ranking(index)
 
     @classmethod
     def build(cls, corpus_dir: Path, cache_dir: Path | None = None) -> RetrievalEngine:
@@ -132,10 +142,39 @@ class RetrievalEngine:
 
     async def search(self, text: str, max_results: int) -> list[Passage]:
         """The passages that best match `text`, best first, at most `max_results` (never zero-score)."""
+        return self._ranking.search(text, max_results)
+
+    async def fetch(self, source: str, max_chars: int) -> Document | None:
+        """The text of corpus file `source` (front matter stripped), cut at a line end to at most
+        `max_chars` characters; None for anything that is not a file of the corpus."""
+        return self._ranking.fetch(source, max_chars)
+
+    async def answer(
+        self,
+        question: str,
+        history: Sequence[PastExchange],
+        instructions: str | None = None,
+        *,
+        progress: Progress | None = None,
+    ) -> Answer:
+        """Answer from the best passage for `question`, citing it (`instructions` and `progress`
+        change nothing)."""
+        return self._ranking.answer(question, history)
+
+
+class _Ranking:
+    """The queries of one index, and the sentences of its passages as they are first quoted."""
+
+    def __init__(self, index: KnowledgeIndex) -> None:
+        self.index = index
+        self._units: dict[int, tuple[Unit, ...]] = {}
+
+    def search(self, text: str, max_results: int) -> list[Passage]:
+        """The passages that best match `text`, best first, at most `max_results` (never zero-score)."""
         query = dict.fromkeys(tokenize(text), 1.0)
         return [self._passage(n, score) for n, score in self._rank(query, words(text), max_results)]
 
-    async def fetch(self, source: str, max_chars: int) -> Document | None:
+    def fetch(self, source: str, max_chars: int) -> Document | None:
         """The text of corpus file `source` (front matter stripped), cut at a line end to at most
         `max_chars` characters; None for anything that is not a file of the corpus."""
         file = self.index.file(source)
@@ -148,20 +187,12 @@ class RetrievalEngine:
             text = text[: cut if cut > limit // 2 else limit]
         return Document(source=file.source, title=file.title, text=text, total_chars=len(file.text))
 
-    async def answer(
-        self,
-        question: str,
-        history: Sequence[PastExchange],
-        instructions: str | None = None,
-        *,
-        progress: Progress | None = None,
-    ) -> Answer:
+    def answer(self, question: str, history: Sequence[PastExchange]) -> Answer:
         """Answer from the best passage for `question`, citing it, and point at up to two more.
 
         A follow-up ("and how is it configured?") borrows the terms of the question it follows,
         at half the weight of its own; a standalone question ignores history. A question the
-        corpus does not cover is refused with `NO_MATCH_ANSWER` and no sources. `instructions`
-        and `progress` do not change anything.
+        corpus does not cover is refused with `NO_MATCH_ANSWER` and no sources.
         """
         own = tokenize(question)
         query = dict.fromkeys(own, 1.0)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from support.asgi import client
 
+from app.domain.ports import IndexStatus
 from app.http.health import EMPTY_CORPUS, liveness, readiness
 from app.lifespan import Runtime
 from app.main import create_app
@@ -17,14 +19,16 @@ from app.settings import Settings
 pytestmark = pytest.mark.anyio
 
 
-def runtime(tmp_path: Path, probes: dict[str, Any], corpus_documents: int | None = 3) -> Runtime:
-    """A runtime carrying only what the probes read: its readiness checks and corpus size."""
+def runtime(tmp_path: Path, probes: dict[str, Any], documents: int | None = None) -> Runtime:
+    """A runtime carrying only what the probes read: its readiness checks and its index (none
+    when `documents` is None, as for the echo engine)."""
+    served = IndexStatus("2e53917a", passages=40, documents=documents or 0, built_at=time.time() - 90)
     return Runtime(
         service=cast(Any, None),
         conversations=cast(Any, None),
         verifier=None,
         readiness=probes,
-        corpus_documents=corpus_documents,
+        knowledge=None if documents is None else (lambda: served),
     )
 
 
@@ -76,6 +80,12 @@ async def test_an_empty_corpus_is_a_warning_not_a_failure(
     response = await readiness(runtime(tmp_path, {"store": ok}, documents))
     assert response.status_code == 200
     assert body(response).get("warnings") == ([EMPTY_CORPUS] if warned else None)
+
+
+async def test_the_index_served_is_named_with_its_size_and_age(tmp_path: Path) -> None:
+    said = body(await readiness(runtime(tmp_path, {"store": ok}, 3)))["index"]
+    assert said == {"version": "2e53917a", "passages": 40, "documents": 3, "ageSeconds": said["ageSeconds"]}
+    assert 89 <= said["ageSeconds"] <= 120
 
 
 async def test_the_probes_are_served_without_sign_in_and_answer_head(tmp_path: Path) -> None:

@@ -105,3 +105,16 @@ def test_an_open_index_keeps_serving_when_a_new_one_replaces_its_file(tmp_path: 
     written(path, content={**CONTENT, "passages": 7})
     assert np.array_equal(ids, ARRAYS["ids"])
     assert IndexFile(path).content["passages"] == 7
+
+
+def test_a_copy_keeps_serving_when_its_source_is_overwritten_in_place(tmp_path: Path) -> None:
+    # Mapped as it is, a file cut short under its reader would kill it at its next look (SIGBUS).
+    path, copies = tmp_path / "i.anvilidx", tmp_path / "copies"
+    copies.mkdir()
+    written(path)
+    opened = IndexFile(path, copy_to=copies)
+    path.write_bytes(b"overwritten")
+    assert np.array_equal(opened.array("weights"), ARRAYS["weights"])
+    assert np.array_equal(opened.array("grid"), ARRAYS["grid"])
+    assert list(copies.iterdir()) == []  # the copy has no name another process could open
+    opened.close()
