@@ -141,12 +141,14 @@ class PastExchange(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Passage:
-    """A ranked piece of the corpus: the file it comes from (relative path), its heading and text."""
+    """A ranked piece of the corpus: the file it comes from (relative path), its heading and text,
+    and the version of the knowledge index it was found in (None for an index built in memory)."""
 
     source: str
     heading: str
     text: str
     score: float
+    index_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,11 @@ async def ask(call: Call, args: AskInput) -> AskOutput:
 
 async def search(call: Call, args: SearchInput) -> SearchOutput:
     passages = await call.runtime.service.search(args.search_text, args.max_results)
-    return SearchOutput(results=[SearchHit.of(p) for p in passages])
+    versions = {p.index_version for p in passages}
+    return SearchOutput(
+        results=[SearchHit.of(p) for p in passages],
+        indexVersion=versions.pop() if len(versions) == 1 else None,
+    )
 
 
 def search_text(_: SearchInput, output: SearchOutput) -> str:

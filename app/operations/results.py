@@ -103,6 +103,11 @@ class SearchOutput(BaseModel):
     model_config = ConfigDict(title="SearchResult")
 
     results: list[SearchHit] = Field(description="Ranked passages, best first.")
+    indexVersion: str | None = Field(
+        None,
+        description="Version of the knowledge index the passages were found in (null when none were "
+        "found, or when the index could not be kept in the data folder and was built in memory).",
+    )
 
 
 class FetchOutput(BaseModel):

@@ -50,8 +50,17 @@ def test_a_built_index_is_served_with_the_answers_of_the_folder_it_was_built_fro
     assert line.startswith("anvil: indexed ") and f"into {target}: version " in line
     assert ran.stdout == ""
     questions = ("How long does a conversation live?", "How do I register Anvil in API Management?")
+    version = line.split("version ", 1)[1].split(",", 1)[0]
     with run_anvil(tmp_path / "a", {"ANVIL_INDEX": str(target)}) as served:
         from_index = [asked(served, q) for q in questions]
+        found = httpx.get(
+            f"{served.url}/api/search",
+            params={"searchText": "conversation history"},
+            headers={"Authorization": f"Bearer {served.token('reader')}"},
+        ).json()
+        status = ready(served)["index"]
+    assert found["results"] and found["indexVersion"] == version
+    assert status["version"] == version and status["passages"] > 100  # type: ignore[index]
     with run_anvil(tmp_path / "b", {"ANVIL_CORPUS_DIR": str(DOCS)}) as built:
         from_folder = [asked(built, q) for q in questions]
     assert from_index == from_folder

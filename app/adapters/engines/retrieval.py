@@ -318,7 +318,13 @@ class _Ranking:
 
     def _passage(self, n: int, score: float) -> Passage:
         found = self.index.passage(n)
-        return Passage(source=found.source, heading=found.heading, text=found.text, score=score)
+        return Passage(
+            source=found.source,
+            heading=found.heading,
+            text=found.text,
+            score=score,
+            index_version=self.index.version or None,
+        )
 
 
 def _borrowed(history: Sequence[PastExchange]) -> dict[str, float]:

@@ -3,6 +3,7 @@ start-up cache opens an unchanged folder's index and rebuilds a changed one."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.adapters.engines.retrieval import RetrievalEngine
+from app.domain.ports import Passage
 from app.knowledge import build as build_module
 from app.knowledge.build import build, cached_index, read_sources
 from app.knowledge.index import KnowledgeIndex
@@ -39,8 +41,16 @@ async def test_an_opened_index_answers_as_the_one_built_in_memory(
 ) -> None:
     memory, opened = both
     assert (opened.passage_count, opened.document_count) == (memory.passage_count, memory.document_count)
-    assert await opened.answer(question, ()) == await memory.answer(question, ())
-    assert await opened.search(question, 8) == await memory.search(question, 8)
+    from_file, in_memory = await opened.answer(question, ()), await memory.answer(question, ())
+    assert from_file.text == in_memory.text
+    assert [unversioned(p) for p in from_file.sources] == list(in_memory.sources)
+    found = await opened.search(question, 8)
+    assert [unversioned(p) for p in found] == await memory.search(question, 8)
+    assert {p.index_version for p in found} <= {opened.index.version}
+
+
+def unversioned(passage: Passage) -> Passage:
+    return dataclasses.replace(passage, index_version=None)
 
 
 async def test_an_opened_index_fetches_files_as_the_one_built_in_memory(

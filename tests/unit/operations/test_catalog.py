@@ -201,6 +201,6 @@ async def test_an_unknown_tool_is_a_json_rpc_invalid_params_error(http: httpx.As
 
 async def test_rest_ignores_query_parameters_that_are_not_arguments(http: httpx.AsyncClient) -> None:
     found = await http.get("/api/search", params={"searchText": "anything", "maxResults": 2, "_": "123"})
-    assert found.status_code == 200 and found.json() == {"results": []}
+    assert found.status_code == 200 and found.json() == {"results": [], "indexVersion": None}
     refused = await http.post("/api/ask", params={"_": "1"}, json={"question": "q", "unknown": 1})
     assert refused.status_code == 400 and "unknown: not an argument" in refused.json()["detail"]
