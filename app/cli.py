@@ -277,7 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Index the documents of each SOURCE folder into one file that `anvil serve` "
         "opens (ANVIL_INDEX) instead of indexing a corpus at every start.",
     )
-    p.add_argument("sources", nargs="+", type=arguments.source_folder, metavar="SOURCE", help="a folder")
+    p.add_argument(
+        "sources",
+        nargs="+",
+        type=arguments.source_folder,
+        metavar="SOURCE",
+        help="a folder, or FOLDER=URL: the site its pages are published at, for citations with links",
+    )
     p.add_argument("--output", required=True, type=arguments.index_target, metavar="TARGET", help="the file")
     p.set_defaults(run=index)
 

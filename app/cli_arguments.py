@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.knowledge.build import Source
 
 #: Where `anvil ask`, `bridge`, `login` and `logout` find a server by default.
 DEFAULT_URL = "http://127.0.0.1:8000"
@@ -52,17 +56,28 @@ def question(value: str) -> str:
     return value
 
 
-def source_folder(value: str) -> Path:
-    """argparse type: a folder of documents to index."""
-    if "://" in value:
+def source_folder(value: str) -> Source:
+    """argparse type: a folder of documents to index, `FOLDER` or `FOLDER=SITE` (the URL its
+    pages are published at, for citations a reader can open)."""
+    from app.knowledge.build import Source
+    from app.urls import checked_url
+
+    folder, equals, site = value.partition("=")
+    if equals and not site.startswith(("http://", "https://")):
+        folder, site = value, ""
+    if "://" in folder:
         raise argparse.ArgumentTypeError(
-            f"{value!r} is a URL: this version indexes folders; download the documents to a folder "
+            f"{folder!r} is a URL: this version indexes folders; download the documents to a folder "
             "and name the folder"
         )
-    path = Path(value)
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{value!r} is not a folder of documents")
-    return path
+    if not Path(folder).is_dir():
+        raise argparse.ArgumentTypeError(f"{folder!r} is not a folder of documents")
+    if not site:
+        return Source(Path(folder))
+    try:
+        return Source(Path(folder), checked_url(site, example="https://docs.example.com/guide"))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"the site of {folder!r} {error}") from None
 
 
 def index_target(value: str) -> Path:

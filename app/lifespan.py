@@ -107,7 +107,9 @@ async def open_engine(
         corpus = settings.corpus_path()
         if not corpus.is_dir():
             raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of Markdown files")
-        retrieval = await anyio.to_thread.run_sync(RetrievalEngine.build, corpus, cache_dir)
+        retrieval = await anyio.to_thread.run_sync(
+            RetrievalEngine.build, corpus, cache_dir, settings.corpus_site
+        )
     stack.callback(lambda: retrieval.index.close())
 
     def status() -> IndexStatus:

@@ -142,13 +142,16 @@ class PastExchange(Protocol):
 @dataclass(frozen=True, slots=True)
 class Passage:
     """A ranked piece of the corpus: the file it comes from (relative path), its heading and text,
-    and the version of the knowledge index it was found in (None for an index built in memory)."""
+    the version of the knowledge index it was found in (None for an index built in memory), and
+    the page it is published at."""
 
     source: str
     heading: str
     text: str
     score: float
     index_version: str | None = None
+    #: Where the passage is published (its page and heading anchor); None when not known.
+    url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

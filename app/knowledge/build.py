@@ -36,29 +36,57 @@ class Built:
     bytes: int
 
 
-def read_sources(folders: Sequence[Path]) -> list[CorpusFile]:
-    """The documents of every folder. With more than one folder, each document's source starts
-    with its folder's name (`docs/intro.md`), so two folders' files never share a name."""
-    if len(folders) == 1:
-        return read_corpus(folders[0])
-    names = [folder.resolve().name or "corpus" for folder in folders]
+@dataclass(frozen=True)
+class Source:
+    """A folder of documents, and the site its pages are published at (None: cite paths)."""
+
+    folder: Path
+    site: str | None = None
+
+
+def page_url(site: str, path: str) -> str:
+    """Where the page of document `path` (relative to its folder) is published under `site`: the
+    path without its Markdown, reStructuredText or text ending (`guide/install.md` ->
+    `SITE/guide/install`), a folder's `index` as the folder (`guide/`), HTML as it is."""
+    stem, dot, ending = path.rpartition(".")
+    if dot and ending in ("md", "mdx", "rst", "txt"):
+        path = stem
+        if path == "index" or path.endswith("/index"):
+            path = path[: -len("index")]
+    return f"{site.rstrip('/')}/{path}"
+
+
+def read_sources(sources: Sequence[Source]) -> tuple[list[CorpusFile], dict[str, str]]:
+    """The documents of every folder, and the page URL of each one whose folder names a site.
+    With more than one folder, each document's source starts with its folder's name
+    (`docs/intro.md`), so two folders' files never share a name."""
+    if len(sources) == 1:
+        read = read_corpus(sources[0].folder)
+        site = sources[0].site
+        return read, {} if site is None else {f.source: page_url(site, f.source) for f in read}
+    names = [source.folder.resolve().name or "corpus" for source in sources]
     if len(set(names)) < len(names):
         raise ValueError(
             "two source folders have the same name "
             f"({', '.join(sorted(n for n in set(names) if names.count(n) > 1))}): "
             "their documents would be cited alike; rename one, or index them one at a time"
         )
-    return [
-        CorpusFile(source=f"{name}/{file.source}", title=file.title, text=file.text)
-        for folder, name in zip(folders, names, strict=True)
-        for file in read_corpus(folder)
-    ]
+    files: list[CorpusFile] = []
+    urls: dict[str, str] = {}
+    for source, name in zip(sources, names, strict=True):
+        for file in read_corpus(source.folder):
+            named = CorpusFile(source=f"{name}/{file.source}", title=file.title, text=file.text)
+            files.append(named)
+            if source.site is not None:
+                urls[named.source] = page_url(source.site, file.source)
+    return files, urls
 
 
-def build(folders: Sequence[Path], target: Path) -> Built:
-    """Index the documents of `folders` into the file `target` (written atomically)."""
-    files = read_sources(folders)
-    version = write(files, target, sources=[str(folder) for folder in folders])
+def build(sources: Sequence[Source], target: Path) -> Built:
+    """Index the documents of `sources` into the file `target` (written atomically)."""
+    files, urls = read_sources(sources)
+    described = [str(s.folder) if s.site is None else f"{s.folder}={s.site}" for s in sources]
+    version = write(files, target, sources=described, urls=urls)
     index = KnowledgeIndex.open(target, verify=False)
     try:
         return Built(version, len(files), index.passage_count, target.stat().st_size)
@@ -66,9 +94,10 @@ def build(folders: Sequence[Path], target: Path) -> Built:
         index.close()
 
 
-def corpus_key(files: Sequence[CorpusFile]) -> str:
-    """A hash of what an index of `files` holds, and of the rules it is built by."""
-    digest = hashlib.sha256(f"{FORMAT}\0{LEXICAL}\0".encode())
+def corpus_key(files: Sequence[CorpusFile], site: str | None = None) -> str:
+    """A hash of what an index of `files` (published under `site`) holds, and of the rules it is
+    built by."""
+    digest = hashlib.sha256(f"{FORMAT}\0{LEXICAL}\0{site or ''}\0".encode())
     for file in files:
         for part in (file.source, file.title, file.text):
             encoded = part.encode()
@@ -76,11 +105,12 @@ def corpus_key(files: Sequence[CorpusFile]) -> str:
     return digest.hexdigest()[:32]
 
 
-def cached_index(corpus_dir: Path, cache_dir: Path) -> KnowledgeIndex:
-    """The index of `corpus_dir`, opened from `cache_dir` if built before, else built and kept
-    there; built in memory only when the cache cannot be written (with a warning saying why)."""
-    files = read_corpus(corpus_dir)
-    path = cache_dir / f"{corpus_key(files)}{SUFFIX}"
+def cached_index(corpus_dir: Path, cache_dir: Path, site: str | None = None) -> KnowledgeIndex:
+    """The index of `corpus_dir` (its pages published under `site`, if given), opened from
+    `cache_dir` if built before, else built and kept there; built in memory only when the cache
+    cannot be written (with a warning saying why)."""
+    files, urls = read_sources([Source(corpus_dir, site)])
+    path = cache_dir / f"{corpus_key(files, site)}{SUFFIX}"
     if path.is_file():
         try:
             return KnowledgeIndex.open(path)
@@ -88,13 +118,13 @@ def cached_index(corpus_dir: Path, cache_dir: Path) -> KnowledgeIndex:
             logger.warning("corpus: the cached index cannot be served (%s); building it again", error)
     try:
         private_folder(cache_dir)
-        write(files, path, sources=[str(corpus_dir)], mode=PRIVATE_FILE)
+        write(files, path, sources=[str(corpus_dir)], urls=urls, mode=PRIVATE_FILE)
     except OSError as error:
         logger.warning(
             "corpus: the index is built at every start because %s",
             describe(error, "keep the index in", cache_dir),
         )
-        return KnowledgeIndex.from_files(files)
+        return KnowledgeIndex.from_files(files, urls)
     for other in cache_dir.glob(f"*{SUFFIX}"):
         if other != path:
             other.unlink(missing_ok=True)

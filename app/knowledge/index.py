@@ -14,7 +14,7 @@ from __future__ import annotations
 import calendar
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +93,7 @@ class KnowledgeIndex:
         self.whole = Field.from_arrays(get, "whole")
         self.holders = Field.from_arrays(get, "holders", weighted=False)
         self.documents = _strings(get("documents"))
+        self._pages = _strings(get("documents.url"))
         self.passage_document: Ids = get("passage.document")
         self._headings = TextTable.of(get, "passage.heading")
         self._texts = TextTable.of(get, "passage.text")
@@ -124,6 +125,22 @@ class KnowledgeIndex:
     def term(self, term: str) -> int | None:
         return self.vocabulary.numbers.get(term)
 
+    def url(self, n: int) -> str | None:
+        """Where passage `n` is published: its page and the anchor of its heading; None when its
+        folder named no site."""
+        page = self._pages[int(self.passage_document[n])]
+        if not page:
+            return None
+        heading = self._headings[n]
+        source = self.documents[int(self.passage_document[n])]
+        if " > " not in heading and heading in (source.rsplit("/", 1)[-1], self._title_of(source)):
+            return page
+        return f"{page}#{anchor(heading.rsplit(' > ', 1)[-1])}"
+
+    def _title_of(self, source: str) -> str | None:
+        n = self._file_numbers.get(source)
+        return None if n is None else self._file_titles[n]
+
     def passage(self, n: int) -> CorpusPassage:
         return CorpusPassage(
             source=self.documents[int(self.passage_document[n])],
@@ -147,9 +164,9 @@ class KnowledgeIndex:
             self._source.close()
 
     @classmethod
-    def from_files(cls, files: Sequence[CorpusFile]) -> KnowledgeIndex:
-        """The index of `files`, in memory."""
-        arrays, content = build_arrays(files)
+    def from_files(cls, files: Sequence[CorpusFile], urls: Mapping[str, str] | None = None) -> KnowledgeIndex:
+        """The index of `files` (with the page URL of each source in `urls`), in memory."""
+        arrays, content = build_arrays(files, urls=urls)
         return cls(arrays.__getitem__, content, version="", built={})
 
     @classmethod
@@ -172,15 +189,26 @@ class KnowledgeIndex:
             raise
 
 
-def write(files: Sequence[CorpusFile], target: Path, *, sources: Sequence[str], mode: int = 0o644) -> str:
-    """Build the index of `files` and write it to `target` atomically; returns its version."""
-    arrays, content = build_arrays(files)
+def write(
+    files: Sequence[CorpusFile],
+    target: Path,
+    *,
+    sources: Sequence[str],
+    urls: Mapping[str, str] | None = None,
+    mode: int = 0o644,
+) -> str:
+    """Build the index of `files` (with the page URL of each source in `urls`) and write it to
+    `target` atomically; returns its version."""
+    arrays, content = build_arrays(files, urls=urls)
     built = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": list(sources)}
     return write_index(target, arrays, content, built, mode=mode)
 
 
 def build_arrays(
-    files: Sequence[CorpusFile], passages: Sequence[CorpusPassage] | None = None
+    files: Sequence[CorpusFile],
+    passages: Sequence[CorpusPassage] | None = None,
+    *,
+    urls: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
     """Every section of the index of `files` (or of bare `passages`), and its content header."""
     if passages is None:
@@ -223,6 +251,7 @@ def build_arrays(
         **Field.build([numbered(whole[s]) for s in documents], size).arrays("whole"),
         **Field.build(holders, size, weighted=False).arrays("holders"),
         "documents": _string_list(documents),
+        "documents.url": _string_list([(urls or {}).get(source, "") for source in documents]),
         "passage.document": np.array([number[p.source] for p in passages], dtype=np.int32),
         **TextTable.arrays("passage.heading", (p.heading for p in passages)),
         **TextTable.arrays("passage.text", (p.text for p in passages)),
@@ -243,6 +272,12 @@ def build_arrays(
         "embedder": None,
     }
     return arrays, content
+
+
+def anchor(heading: str) -> str:
+    """The anchor a documentation site gives a heading (MkDocs' and GitHub's rule): lowercased,
+    punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).strip().replace(" ", "-")
 
 
 def _body_tokens(text: str) -> list[str]:

@@ -21,10 +21,15 @@ class SourceRef(BaseModel):
     source: str = Field(description="File of the corpus, relative to its folder.")
     heading: str = Field(description="Heading of the passage within the file.")
     score: float = Field(description="Relevance score (higher is better).")
+    url: str | None = Field(
+        None, description="The published page and heading the passage is from; null when not known."
+    )
 
     @classmethod
     def of(cls, passage: Passage) -> SourceRef:
-        return cls(source=passage.source, heading=passage.heading, score=round(passage.score, 4))
+        return cls(
+            source=passage.source, heading=passage.heading, score=round(passage.score, 4), url=passage.url
+        )
 
 
 class UsageOut(BaseModel):
@@ -75,9 +80,7 @@ class AskOutput(BaseModel):
             created=result.created,
             turn=result.turn,
             condensed=result.condensed,
-            sources=[
-                SourceRef(source=p.source, heading=p.heading, score=round(p.score, 4)) for p in result.sources
-            ],
+            sources=[SourceRef.of(p) for p in result.sources],
             usage=UsageOut.of(result.usage),
         )
 
@@ -89,11 +92,18 @@ class SearchHit(BaseModel):
     heading: str = Field(description="Heading of the passage within the file.")
     text: str = Field(description="The passage text.")
     score: float = Field(description="Relevance score (higher is better).")
+    url: str | None = Field(
+        None, description="The published page and heading the passage is from; null when not known."
+    )
 
     @classmethod
     def of(cls, passage: Passage) -> SearchHit:
         return cls(
-            source=passage.source, heading=passage.heading, text=passage.text, score=round(passage.score, 4)
+            source=passage.source,
+            heading=passage.heading,
+            text=passage.text,
+            score=round(passage.score, 4),
+            url=passage.url,
         )
 
 

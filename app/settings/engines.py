@@ -30,6 +30,13 @@ class EngineSettings(Part):
             "Default: the project's `docs/`."
         ),
     )
+    corpus_site: str | None = Field(
+        None,
+        description=(
+            "The site `ANVIL_CORPUS_DIR`'s pages are published at, e.g. `https://docs.example.com`: "
+            "each cited passage then carries a `url` to its page and heading."
+        ),
+    )
     index: Path | None = Field(
         None,
         description=(
@@ -113,6 +120,11 @@ class EngineSettings(Part):
             if missing:
                 raise ValueError(f"ANVIL_ANSWER_ENGINE=azure-openai needs {' and '.join(missing)}")
         return self
+
+    @field_validator("corpus_site")
+    @classmethod
+    def _site_is_a_url(cls, value: str | None) -> str | None:
+        return None if value is None else checked_url(value, example="https://docs.example.com")
 
     @field_validator("index")
     @classmethod

@@ -170,3 +170,15 @@ def test_a_new_index_is_swapped_in_under_load_with_no_failed_ask(tmp_path: Path)
     assert status.status_code == 200 and status.json()["index"]["version"] == versions[-1]
     assert any("tide" in a for a in answers) and any("Monsoon" in a for a in answers)
     assert f"kept serving version {versions[-1]}: {served} is truncated or damaged" in server.log()
+
+
+def test_a_folder_published_at_a_site_gives_citations_with_links(tmp_path: Path) -> None:
+    target = tmp_path / "docs.anvilidx"
+    ran = anvil("index", f"{DOCS}=https://docs.example.com/anvil/", "--output", str(target))
+    assert ran.returncode == 0, ran.stderr
+    with run_anvil(tmp_path / "data", {"ANVIL_INDEX": str(target)}) as served:
+        answer = asked(served, "How long does a conversation live?")
+    (first, *_) = answer["sources"]  # type: ignore[misc]
+    assert first["url"].startswith(f"https://docs.example.com/anvil/{first['source'].removesuffix('.md')}")
+    bad = anvil("index", f"{DOCS}=https://", "--output", str(target))
+    assert bad.returncode == 2 and f"the site of '{DOCS}' must be an absolute" in bad.stderr

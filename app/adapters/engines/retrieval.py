@@ -106,9 +106,12 @@ class RetrievalEngine:
         self._ranking = _Ranking(index)
 
     @classmethod
-    def build(cls, corpus_dir: Path, cache_dir: Path | None = None) -> RetrievalEngine:
-        """Index every `*.md` and `*.mdx` file under `corpus_dir` (blocking; run off-loop): in
-        memory, or kept in `cache_dir` and opened from it while the folder is unchanged.
+    def build(
+        cls, corpus_dir: Path, cache_dir: Path | None = None, site: str | None = None
+    ) -> RetrievalEngine:
+        """Index every document under `corpus_dir` (blocking; run off-loop): in memory, or kept
+        in `cache_dir` and opened from it while the folder is unchanged (its pages published
+        under `site`, if given).
 
         A corpus that holds no document with text is indexed all the same (every question is then
         answered `NO_MATCH_ANSWER`), with a warning naming the folder.
@@ -116,7 +119,7 @@ class RetrievalEngine:
         if cache_dir is None:
             engine = cls(KnowledgeIndex.from_files(read_corpus(corpus_dir)))
         else:
-            engine = cls(cached_index(corpus_dir, cache_dir))
+            engine = cls(cached_index(corpus_dir, cache_dir, site))
         if not engine.document_count:
             logger.warning(
                 "corpus: %s holds no *.md or *.mdx document with text, so every question will be "
@@ -324,6 +327,7 @@ class _Ranking:
             text=found.text,
             score=score,
             index_version=self.index.version or None,
+            url=self.index.url(n),
         )
 
 

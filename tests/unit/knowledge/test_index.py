@@ -13,7 +13,7 @@ import pytest
 from app.adapters.engines.retrieval import RetrievalEngine
 from app.domain.ports import Passage
 from app.knowledge import build as build_module
-from app.knowledge.build import build, cached_index, read_sources
+from app.knowledge.build import Source, build, cached_index, page_url, read_sources
 from app.knowledge.index import KnowledgeIndex
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +31,7 @@ QUESTIONS = [
 @pytest.fixture(scope="module")
 def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[RetrievalEngine, RetrievalEngine]:
     path = tmp_path_factory.mktemp("index") / "docs.anvilidx"
-    build([DOCS], path)
+    build([Source(DOCS)], path)
     return RetrievalEngine.build(DOCS), RetrievalEngine(KnowledgeIndex.open(path))
 
 
@@ -117,7 +117,7 @@ def test_documents_of_several_folders_are_named_by_their_folder(tmp_path: Path) 
     one, two = tmp_path / "guides", tmp_path / "reference"
     shutil.copytree(corpus(tmp_path), one)
     shutil.copytree(tmp_path / "corpus", two)
-    assert [f.source for f in read_sources([one, two])] == [
+    assert [f.source for f in read_sources([Source(one), Source(two)])[0]] == [
         "guides/a.md",
         "guides/b.md",
         "reference/a.md",
@@ -126,13 +126,48 @@ def test_documents_of_several_folders_are_named_by_their_folder(tmp_path: Path) 
     (tmp_path / "x").mkdir()
     shutil.copytree(one, tmp_path / "x" / "guides")
     with pytest.raises(ValueError, match=r"two source folders have the same name \(guides\)"):
-        read_sources([one, tmp_path / "x" / "guides"])
+        read_sources([Source(one), Source(tmp_path / "x" / "guides")])
 
 
 def test_an_empty_corpus_makes_an_index_that_finds_nothing(tmp_path: Path) -> None:
     path = tmp_path / "empty.anvilidx"
     (tmp_path / "empty").mkdir()
-    built = build([tmp_path / "empty"], path)
+    built = build([Source(tmp_path / "empty")], path)
     assert (built.files, built.passages) == (0, 0)
     index = KnowledgeIndex.open(path)
     assert (index.passage_count, index.document_count) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("path", "url"),
+    [
+        ("guide/install.md", "https://docs.example.com/v2/guide/install"),
+        ("guide/index.mdx", "https://docs.example.com/v2/guide/"),
+        ("index.md", "https://docs.example.com/v2/"),
+        ("reference/api.rst", "https://docs.example.com/v2/reference/api"),
+        ("legacy/page.html", "https://docs.example.com/v2/legacy/page.html"),
+    ],
+)
+def test_a_document_is_published_at_its_path_under_its_site(path: str, url: str) -> None:
+    assert page_url("https://docs.example.com/v2/", path) == url
+
+
+async def test_cited_passages_link_to_their_page_and_heading_when_the_folder_names_its_site(
+    tmp_path: Path,
+) -> None:
+    guides, notes = tmp_path / "guides", tmp_path / "notes"
+    for folder in (guides, notes):
+        folder.mkdir()
+    (guides / "install.md").write_text(
+        "# Installing\n\nRun the installer first.\n\n## Upgrading from v1.x\n\nRemove the old cache.\n"
+    )
+    (notes / "tides.md").write_text("# Tides\n\nThe tide turns twice a day.\n")
+    target = tmp_path / "i.anvilidx"
+    build([Source(guides, "https://docs.example.com"), Source(notes)], target)
+    engine = RetrievalEngine(KnowledgeIndex.open(target))
+    (upgrade,) = await engine.search("remove the old cache when upgrading", 1)
+    assert upgrade.url == "https://docs.example.com/install#upgrading-from-v1x"
+    (tides,) = await engine.search("tide turns", 1)
+    assert tides.source == "notes/tides.md" and tides.url is None
+    answered = await engine.answer("How do I upgrade from v1?", ())
+    assert answered.sources[0].url == "https://docs.example.com/install#upgrading-from-v1x"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.adapters.engines.retrieval import RetrievalEngine
-from app.knowledge.build import build
+from app.knowledge.build import Source, build
 from app.knowledge.index import KnowledgeIndex
 from app.knowledge.refresh import IndexRefresher
 
@@ -24,17 +24,17 @@ def folder(tmp_path: Path, name: str, text: str) -> Path:
 
 async def test_new_versions_are_swapped_in_and_damaged_ones_refused_once(tmp_path: Path) -> None:
     target = tmp_path / "served.anvilidx"
-    build([folder(tmp_path, "v1", "Tides turn twice a day.")], target)
+    build([Source(folder(tmp_path, "v1", "Tides turn twice a day."))], target)
     engine = RetrievalEngine(KnowledgeIndex.open(target))
     refused: list[str] = []
     refresher = IndexRefresher(target, engine.index, engine.swap, refused.append)
     first = engine.index.version
 
     assert await refresher.check() is False  # nothing new
-    build([folder(tmp_path, "same", "Tides turn twice a day.")], target)
+    build([Source(folder(tmp_path, "same", "Tides turn twice a day."))], target)
     assert await refresher.check() is False and engine.index.version == first  # same documents
 
-    build([folder(tmp_path, "v2", "Monsoon winds turn with the seasons.")], target)
+    build([Source(folder(tmp_path, "v2", "Monsoon winds turn with the seasons."))], target)
     assert await refresher.check() is True
     second = engine.index.version
     assert second != first and refresher.version == second

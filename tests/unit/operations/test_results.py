@@ -34,8 +34,8 @@ def test_ask_content_carries_every_field_with_scores_rounded() -> None:
         "turn": 52,
         "condensed": True,
         "sources": [
-            {"source": "docs/a.md", "heading": "Heading", "score": 12.3457},
-            {"source": "docs/b.md", "heading": "Other", "score": 0.0},
+            {"source": "docs/a.md", "heading": "Heading", "score": 12.3457, "url": None},
+            {"source": "docs/b.md", "heading": "Other", "score": 0.0, "url": None},
         ],
         "usage": None,
     }
