@@ -80,12 +80,21 @@ def source_folder(value: str) -> Source:
         raise argparse.ArgumentTypeError(f"the site of {folder!r} {error}") from None
 
 
-def index_target(value: str) -> Path:
-    """argparse type: the file an index is written to."""
+def index_target(value: str) -> Path | str:
+    """argparse type: the file an index is written to, or the blob URL it is uploaded to."""
     if "://" in value:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} is a URL: this version writes an index to a file; upload the file afterwards"
-        )
+        from app.knowledge.blob import BlobStorageError, is_blob_url, parse_blob_url
+
+        if not is_blob_url(value):
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a blob URL: give https://ACCOUNT.blob.core.windows.net/CONTAINER/NAME "
+                "or a file path"
+            )
+        try:
+            parse_blob_url(value)
+        except BlobStorageError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return value
     path = Path(value)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{value!r} is a folder: name the index file to write")

@@ -10,9 +10,8 @@ Everything opened is closed again, in reverse order, at shutdown.
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +35,7 @@ from app.telemetry.traced import TracedEngine, TracedStore
 
 if TYPE_CHECKING:
     from app.adapters.engines.retrieval import RetrievalEngine
+    from app.knowledge.refresh import IndexSource
 
 logger = logging.getLogger(__name__)
 
@@ -84,25 +84,22 @@ async def open_engine(
         return EchoEngine(), None
     from app.adapters.engines.retrieval import RetrievalEngine
     from app.knowledge.artifact import InvalidIndex
-    from app.knowledge.index import KnowledgeIndex
 
     if settings.index is not None:
+        from app.knowledge.refresh import source_of
+
         private_folder(cache_dir)
+        source = source_of(settings.index, cache_dir)
         try:
-            index = await anyio.to_thread.run_sync(
-                functools.partial(KnowledgeIndex.open, settings.index, copy_to=cache_dir)
-            )
+            index, seen = await anyio.to_thread.run_sync(source.open)
         except InvalidIndex as error:
             raise RuntimeError(f"ANVIL_INDEX: {error}") from None
         except OSError as error:
-            raise RuntimeError(
-                f"ANVIL_INDEX: cannot open {settings.index}: {error.strerror or error}"
-            ) from None
+            reason = error.strerror if error.strerror and error.filename else str(error)
+            raise RuntimeError(f"ANVIL_INDEX: cannot open {settings.index}: {reason}") from None
         retrieval = RetrievalEngine(index)
         if settings.index_refresh_seconds:
-            await _refresh(
-                retrieval, settings.index, settings.index_refresh_seconds, stack, telemetry, cache_dir
-            )
+            await _refresh(retrieval, source, seen, settings.index_refresh_seconds, stack, telemetry)
     else:
         corpus = settings.corpus_path()
         if not corpus.is_dir():
@@ -127,21 +124,21 @@ async def open_engine(
 
 async def _refresh(
     retrieval: RetrievalEngine,
-    path: Path,
+    source: IndexSource,
+    seen: Hashable | None,
     interval: float,
     stack: AsyncExitStack,
     telemetry: Telemetry,
-    copy_to: Path,
 ) -> None:
-    """Swap `retrieval` to each new version of the index at `path`, looked for every `interval`
-    seconds until the stack closes; a new file that cannot be served is warned of and counted."""
+    """Swap `retrieval` to each new version of the index at `source`, looked for every `interval`
+    seconds until the stack closes; a new version that cannot be served is warned of and counted."""
     from app.knowledge.refresh import IndexRefresher
 
     def refused(reason: str) -> None:
         logger.warning("index: kept serving version %s: %s", retrieval.index.version, reason)
         telemetry.instruments.index_refusals.add(1)
 
-    refresher = IndexRefresher(path, retrieval.index, retrieval.swap, refused, copy_to=copy_to)
+    refresher = IndexRefresher(source, retrieval.index, seen, retrieval.swap, refused)
     tasks = await stack.enter_async_context(anyio.create_task_group())
     tasks.start_soon(refresher.run, interval)
     # Closed first (last in): the refreshing stops before the task group waits for it.

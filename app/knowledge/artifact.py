@@ -26,10 +26,10 @@ import mmap
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -126,29 +126,45 @@ class IndexFile:
     by anyone who can write it. An index Anvil itself keeps privately is mapped as it is.
     """
 
-    def __init__(self, path: Path, *, verify: bool = True, copy_to: Path | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        verify: bool = True,
+        copy_to: Path | None = None,
+        fill: Callable[[BinaryIO], object] | None = None,
+    ) -> None:
+        """Open the index at `path`; with `fill`, the private copy (in `copy_to`) is what `fill`
+        writes into it (a download), and `path` only names the index in messages."""
         self.path = path
-        with open(path, "rb") as source:
-            # Kept open (and closed by `close`): the mapping is made from it.
-            self._file = tempfile.TemporaryFile(dir=copy_to) if copy_to is not None else None  # noqa: SIM115
-            try:
-                if self._file is not None:
-                    shutil.copyfileobj(source, self._file, _HASH_CHUNK)
-                    self._file.flush()
-                mapped = self._file if self._file is not None else source
-                try:
-                    self._map = mmap.mmap(mapped.fileno(), 0, access=mmap.ACCESS_READ)
-                except ValueError:  # an empty file cannot be mapped
-                    raise InvalidIndex(f"{path} is empty, not a knowledge index") from None
-            except BaseException:
-                if self._file is not None:
-                    self._file.close()
-                raise
+        # Kept open (and closed by `close`): the mapping is made from it.
+        self._file = tempfile.TemporaryFile(dir=copy_to) if copy_to is not None or fill else None  # noqa: SIM115
+        try:
+            if fill is not None and self._file is not None:
+                fill(self._file)
+                self._file.flush()
+                self._map_file(self._file)
+            else:
+                with open(path, "rb") as source:
+                    if self._file is not None:
+                        shutil.copyfileobj(source, self._file, _HASH_CHUNK)
+                        self._file.flush()
+                    self._map_file(self._file if self._file is not None else source)
+        except BaseException:
+            if self._file is not None:
+                self._file.close()
+            raise
         try:
             self._read_header(verify)
         except BaseException:
             self.close()
             raise
+
+    def _map_file(self, file: IO[bytes]) -> None:
+        try:
+            self._map = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            raise InvalidIndex(f"{self.path} is empty, not a knowledge index") from None
 
     def _read_header(self, verify: bool) -> None:
         data = self._map

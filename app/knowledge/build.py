@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,8 +83,17 @@ def read_sources(sources: Sequence[Source]) -> tuple[list[CorpusFile], dict[str,
     return files, urls
 
 
-def build(sources: Sequence[Source], target: Path) -> Built:
-    """Index the documents of `sources` into the file `target` (written atomically)."""
+def build(sources: Sequence[Source], target: Path | str) -> Built:
+    """Index the documents of `sources` into the file `target` (written atomically), or into a
+    temporary file then uploaded whole to the blob URL `target`."""
+    if isinstance(target, str):
+        from app.knowledge.blob import upload
+
+        with tempfile.TemporaryDirectory(prefix="anvil-index-") as scratch:
+            local = Path(scratch) / "index.anvilidx"
+            built = build(sources, local)
+            upload(local, target)
+            return built
     files, urls = read_sources(sources)
     described = [str(s.folder) if s.site is None else f"{s.folder}={s.site}" for s in sources]
     version = write(files, target, sources=described, urls=urls)

@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -176,10 +176,18 @@ class KnowledgeIndex:
         return cls(arrays.__getitem__, content, version="", built={})
 
     @classmethod
-    def open(cls, path: Path, *, verify: bool = True, copy_to: Path | None = None) -> KnowledgeIndex:
+    def open(
+        cls,
+        path: Path | str,
+        *,
+        verify: bool = True,
+        copy_to: Path | None = None,
+        fill: Callable[[BinaryIO], object] | None = None,
+    ) -> KnowledgeIndex:
         """The index written at `path`; `InvalidIndex` (saying why) for anything else. With
-        `copy_to`, served from a private copy in that folder (see `IndexFile`)."""
-        source = IndexFile(path, verify=verify, copy_to=copy_to)
+        `copy_to`, served from a private copy in that folder, which `fill` writes if given (see
+        `IndexFile`)."""
+        source = IndexFile(path, verify=verify, copy_to=copy_to, fill=fill)
         try:
             return cls(
                 source.array, source.content, version=source.version, built=source.built, source=source

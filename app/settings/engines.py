@@ -37,11 +37,12 @@ class EngineSettings(Part):
             "each cited passage then carries a `url` to its page and heading."
         ),
     )
-    index: Path | None = Field(
+    index: str | None = Field(
         None,
         description=(
-            "A knowledge index file built by `anvil index`, served instead of building one from "
-            "`ANVIL_CORPUS_DIR` at start-up."
+            "A knowledge index built by `anvil index`, served instead of building one from "
+            "`ANVIL_CORPUS_DIR` at start-up: a file path, or a blob URL "
+            "(`https://ACCOUNT.blob.core.windows.net/CONTAINER/NAME`, read with Entra ID)."
         ),
     )
     index_refresh_seconds: float = Field(
@@ -128,12 +129,19 @@ class EngineSettings(Part):
 
     @field_validator("index")
     @classmethod
-    def _index_is_a_file_path(cls, value: Path | None) -> Path | None:
-        if value is not None and "://" in str(value):
-            raise ValueError(
-                f"{value} is a URL: this version serves an index from a file path; download the "
-                "index to a file and set ANVIL_INDEX to its path"
-            )
+    def _index_is_a_path_or_a_blob(cls, value: str | None) -> str | None:
+        if value is not None and "://" in value:
+            from app.knowledge.blob import BlobStorageError, is_blob_url, parse_blob_url
+
+            if not is_blob_url(value):
+                raise ValueError(
+                    f"{value} is neither a file path nor a blob URL: give "
+                    "https://ACCOUNT.blob.core.windows.net/CONTAINER/NAME or a path"
+                )
+            try:
+                parse_blob_url(value)
+            except BlobStorageError as error:
+                raise ValueError(str(error)) from None
         return value
 
     @property

@@ -9,8 +9,7 @@ import pytest
 
 from app.adapters.engines.retrieval import RetrievalEngine
 from app.knowledge.build import Source, build
-from app.knowledge.index import KnowledgeIndex
-from app.knowledge.refresh import IndexRefresher
+from app.knowledge.refresh import FileSource, IndexRefresher
 
 pytestmark = pytest.mark.anyio
 
@@ -25,9 +24,11 @@ def folder(tmp_path: Path, name: str, text: str) -> Path:
 async def test_new_versions_are_swapped_in_and_damaged_ones_refused_once(tmp_path: Path) -> None:
     target = tmp_path / "served.anvilidx"
     build([Source(folder(tmp_path, "v1", "Tides turn twice a day."))], target)
-    engine = RetrievalEngine(KnowledgeIndex.open(target))
+    source = FileSource(target, tmp_path)
+    served, seen = source.open()
+    engine = RetrievalEngine(served)
     refused: list[str] = []
-    refresher = IndexRefresher(target, engine.index, engine.swap, refused.append)
+    refresher = IndexRefresher(source, engine.index, seen, engine.swap, refused.append)
     first = engine.index.version
 
     assert await refresher.check() is False  # nothing new
