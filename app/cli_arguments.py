@@ -83,7 +83,7 @@ def source_folder(value: str) -> Source:
 def index_target(value: str) -> Path | str:
     """argparse type: the file an index is written to, or the blob URL it is uploaded to."""
     if "://" in value:
-        from app.knowledge.blob import BlobStorageError, is_blob_url, parse_blob_url
+        from app.blob_urls import BlobStorageError, is_blob_url, parse_blob_url
 
         if not is_blob_url(value):
             raise argparse.ArgumentTypeError(

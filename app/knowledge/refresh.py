@@ -82,7 +82,7 @@ class BlobSource:
 
 def source_of(location: str, copy_to: Path) -> IndexSource:
     """The source `ANVIL_INDEX` names: a blob URL or a file path."""
-    from app.knowledge.blob import is_blob_url
+    from app.blob_urls import is_blob_url
 
     return BlobSource(location, copy_to) if is_blob_url(location) else FileSource(Path(location), copy_to)
 

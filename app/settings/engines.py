@@ -131,7 +131,7 @@ class EngineSettings(Part):
     @classmethod
     def _index_is_a_path_or_a_blob(cls, value: str | None) -> str | None:
         if value is not None and "://" in value:
-            from app.knowledge.blob import BlobStorageError, is_blob_url, parse_blob_url
+            from app.blob_urls import BlobStorageError, is_blob_url, parse_blob_url
 
             if not is_blob_url(value):
                 raise ValueError(

@@ -14,17 +14,9 @@ import pytest
 from support.anvil_server import free_port
 from support.azurite import ACCOUNT, Azurite, not_installed, run_azurite
 
+from app.blob_urls import BlobStorageError, is_blob_url, parse_blob_url
 from app.knowledge import blob
-from app.knowledge.blob import (
-    CONNECTION_STRING,
-    BlobStorageError,
-    blob_version,
-    download,
-    is_blob_url,
-    parse_blob_url,
-    read_documents,
-    upload,
-)
+from app.knowledge.blob import CONNECTION_STRING, blob_version, download, read_documents, upload
 from app.knowledge.corpus import CorpusFile
 from app.knowledge.index import KnowledgeIndex, write
 
