@@ -1,6 +1,6 @@
 # The Container App running the image: HTTPS ingress to port 8000 that accepts only the gateway,
-# the managed identity for Cosmos DB, the registry and Application Insights, and the replicas
-# and scale rule the variables set.
+# the managed identity for Cosmos DB, the knowledge index blob, the registry and Application
+# Insights, and the replicas and scale rule the variables set.
 
 resource "azurerm_container_app_environment" "anvil" {
   name                       = "${var.name_prefix}-env"
@@ -142,7 +142,16 @@ resource "azurerm_container_app" "anvil" {
         name  = "ANVIL_COSMOS_CONTAINER"
         value = azurerm_cosmosdb_sql_container.conversations.name
       }
-      # DefaultAzureCredential picks the user-assigned identity with this client id.
+      # The knowledge index in Blob Storage (storage.tf), read as the identity. A new version
+      # uploaded there is served within ANVIL_INDEX_REFRESH_SECONDS (60 s), with no new revision;
+      # a replica does not start while the blob is missing, so it is uploaded before the real
+      # image first runs (azure.yaml's postprovision hook).
+      env {
+        name  = "ANVIL_INDEX"
+        value = local.index_url
+      }
+      # DefaultAzureCredential (Cosmos DB, Blob Storage, telemetry) picks the user-assigned
+      # identity with this client id.
       env {
         name  = "AZURE_CLIENT_ID"
         value = azurerm_user_assigned_identity.anvil.client_id
@@ -157,7 +166,7 @@ resource "azurerm_container_app" "anvil" {
         value = "true"
       }
 
-      # A replica builds its retrieval index before it listens; give it up to a minute.
+      # A replica downloads and opens the knowledge index before it listens; give it up to a minute.
       startup_probe {
         transport               = "HTTP"
         port                    = 8000
@@ -198,9 +207,12 @@ resource "azurerm_container_app" "anvil" {
     }
   }
 
-  # The first revision starts only once it may read Cosmos DB, pull the image and send telemetry.
+  # The first revision starts only once it may read Cosmos DB and the index, pull the image and
+  # send telemetry (and, with private_network, reach the index through its private endpoint).
   depends_on = [
     azurerm_cosmosdb_sql_role_assignment.anvil_data_contributor,
+    azurerm_role_assignment.index_reader,
+    azurerm_private_endpoint.blob,
     azurerm_role_assignment.acr_pull,
     azurerm_role_assignment.telemetry_publisher,
   ]

@@ -1,7 +1,7 @@
-# The identity the GitHub deployment workflow (.github/workflows/deploy.yml) signs in as, with
+# The identity the GitHub workflows (.github/workflows/deploy.yml and index.yml) sign in as, with
 # OpenID Connect: no secret is stored anywhere. Created only when var.github_repository is set.
-# Its roles are what that workflow's `az acr build` and `terraform apply` need, on this
-# deployment's resource group only; see docs/deployment.md.
+# Its roles are what deploy.yml's `az acr build` and `terraform apply` and index.yml's upload of
+# the knowledge index need, on this deployment's resource group only; see docs/deployment.md.
 
 locals {
   github_deploy = var.github_repository != ""
@@ -15,8 +15,10 @@ locals {
   # The roles this configuration assigns inside the resource group: the deployment identity may
   # assign these and no others (built-in role definition ids).
   delegated_roles = {
-    "AcrPull"                      = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
-    "Monitoring Metrics Publisher" = "3913510d-42f4-4e42-8a64-420c390055eb"
+    "AcrPull"                       = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
+    "Monitoring Metrics Publisher"  = "3913510d-42f4-4e42-8a64-420c390055eb"
+    "Storage Blob Data Reader"      = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+    "Storage Blob Data Contributor" = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
   }
   delegated_role_ids = join(", ", values(local.delegated_roles))
 
@@ -93,6 +95,15 @@ resource "azurerm_role_assignment" "deploy_role_assignments" {
       )
     )
   EOT
+}
+
+# index.yml uploads the knowledge index: write access to its container (storage.tf), nothing more.
+resource "azurerm_role_assignment" "deploy_index_writer" {
+  count                = local.github_deploy ? 1 : 0
+  scope                = azurerm_storage_container.indexes.id
+  role_definition_name = "Storage Blob Data Contributor"
+  principal_id         = azurerm_user_assigned_identity.deploy[0].principal_id
+  principal_type       = "ServicePrincipal"
 }
 
 resource "azurerm_role_assignment" "deploy_external" {

@@ -1,7 +1,8 @@
 # The opt-in private network (var.private_network): the Container Apps environment is internal
 # to a virtual network, API Management (StandardV2) reaches it through virtual network
-# integration, and Cosmos DB is reached through a private endpoint with its public access off.
-# Nothing here exists when private_network is false.
+# integration, and Cosmos DB and the knowledge index's blob storage (storage.tf) are reached
+# through private endpoints with their public access off. Nothing here exists when
+# private_network is false.
 
 locals {
   private_count = var.private_network ? 1 : 0
@@ -145,5 +146,45 @@ resource "azurerm_private_endpoint" "cosmos" {
   private_dns_zone_group {
     name                 = "cosmos"
     private_dns_zone_ids = [azurerm_private_dns_zone.cosmos[0].id]
+  }
+}
+
+# The index's storage account, for the app's reads: inside the network its blob host name resolves,
+# through Azure's privatelink zone for blob, to the endpoint's private address; outside, to the
+# public endpoint, which is off unless index_upload_ip_ranges admits an uploader.
+resource "azurerm_private_dns_zone" "blob" {
+  count               = local.private_count
+  name                = "privatelink.blob.core.windows.net"
+  resource_group_name = azurerm_resource_group.anvil.name
+  tags                = local.tags
+}
+
+resource "azurerm_private_dns_zone_virtual_network_link" "blob" {
+  count                 = local.private_count
+  name                  = "blob"
+  resource_group_name   = azurerm_resource_group.anvil.name
+  private_dns_zone_name = azurerm_private_dns_zone.blob[0].name
+  virtual_network_id    = azurerm_virtual_network.anvil[0].id
+  tags                  = local.tags
+}
+
+resource "azurerm_private_endpoint" "blob" {
+  count               = local.private_count
+  name                = "${azurerm_storage_account.index.name}-blob-pe"
+  location            = azurerm_resource_group.anvil.location
+  resource_group_name = azurerm_resource_group.anvil.name
+  subnet_id           = azurerm_subnet.endpoints[0].id
+  tags                = local.tags
+
+  private_service_connection {
+    name                           = "index-blob"
+    private_connection_resource_id = azurerm_storage_account.index.id
+    subresource_names              = ["blob"]
+    is_manual_connection           = false
+  }
+
+  private_dns_zone_group {
+    name                 = "blob"
+    private_dns_zone_ids = [azurerm_private_dns_zone.blob[0].id]
   }
 }

@@ -81,3 +81,18 @@ output "GITHUB_DEPLOY_CLIENT_ID" {
   description = "Client id the deployment workflow signs in with (the repository variable AZURE_CLIENT_ID); empty without github_repository."
   value       = try(azurerm_user_assigned_identity.deploy[0].client_id, "")
 }
+
+output "INDEX_URL" {
+  description = "The knowledge index blob the app serves (ANVIL_INDEX): the target of `anvil index ... --output`, for the postprovision hook and the repository variable INDEX_URL of the index workflow."
+  value       = local.index_url
+}
+
+output "INDEX_STORAGE_ACCOUNT_NAME" {
+  description = "The storage account holding the index (`az storage blob ... --account-name --auth-mode login`)."
+  value       = azurerm_storage_account.index.name
+}
+
+output "INDEX_CONTAINER_ID" {
+  description = "Resource id of the index container: the scope of the Storage Blob Data roles (`az role assignment create --scope`)."
+  value       = azurerm_storage_container.indexes.id
+}

@@ -186,9 +186,23 @@ variable "gateway_outbound_ip_ranges" {
 }
 
 variable "private_network" {
-  description = "Opt-in private network: an internal Container Apps environment in a virtual network, API Management (StandardV2) integrated with it, and Cosmos DB behind a private endpoint with public access off. Switching an existing deployment re-creates the environment and the app."
+  description = "Opt-in private network: an internal Container Apps environment in a virtual network, API Management (StandardV2) integrated with it, and Cosmos DB and the knowledge index's storage behind private endpoints with public access off. Switching an existing deployment re-creates the environment and the app."
   type        = bool
   default     = false
+}
+
+variable "index_upload_ip_ranges" {
+  description = "With private_network: public IPv4 addresses, or ranges of /30 and wider (Azure Storage takes no /31 or /32), that may reach the knowledge index's storage account from outside the network, e.g. the machine running `azd up`, whose hook uploads the index. Empty: the storage account's public endpoint is off, and the index is uploaded from inside the network. Ignored without private_network (the endpoint is public, Entra ID only)."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition = alltrue([
+      for address in var.index_upload_ip_ranges :
+      can(regex("^([0-9]{1,3}\\.){3}[0-9]{1,3}(/([0-9]|[12][0-9]|30))?$", address))
+    ])
+    error_message = "index_upload_ip_ranges must list public IPv4 addresses (203.0.113.7) or ranges up to /30 (203.0.113.0/24); give a single address without /32."
+  }
 }
 
 variable "vnet_address_space" {

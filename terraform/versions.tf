@@ -30,7 +30,14 @@ terraform {
 
 provider "azurerm" {
   # The subscription comes from ARM_SUBSCRIPTION_ID (azd and the deployment workflow set it).
-  features {}
+  features {
+    # The index account allows no public network access in the private mode: Terraform must not
+    # read its data plane (queue and static-website properties) from outside the network; the
+    # container and its settings go through Resource Manager.
+    storage {
+      data_plane_available = false
+    }
+  }
 
   # The deployment identity holds roles on the resource group only, so Terraform must not try to
   # register resource providers on the subscription; docs/deployment.md registers them once.

@@ -238,7 +238,7 @@ def test_the_private_network_mode_wires_every_piece() -> None:
     assert dynamic(gateway, "virtual_network_configuration")["for_each"] == "${azurerm_subnet.gateway}"
     delegation = one(resource("azurerm_subnet", "gateway"), "delegation")
     assert one(delegation, "service_delegation")["name"] == "Microsoft.Web/serverFarms"
-    endpoint = resource("azurerm_private_endpoint")
+    endpoint = resource("azurerm_private_endpoint", "cosmos")
     connection = one(endpoint, "private_service_connection")
     assert connection["private_connection_resource_id"] == "${azurerm_cosmosdb_account.anvil.id}"
     assert connection["subresource_names"] == ["Sql"]
@@ -282,6 +282,7 @@ DEPLOYED = {
     "ANVIL_COSMOS_ENDPOINT": "https://anvil-1a2b3c.documents.azure.com:443/",
     "ANVIL_COSMOS_DATABASE": "anvil",
     "ANVIL_COSMOS_CONTAINER": "conversations",
+    "ANVIL_INDEX": "https://anvilst1a2b3c.blob.core.windows.net/indexes/docs.anvilidx",
 }
 
 
