@@ -16,7 +16,7 @@ def liveness() -> dict[str, str]:
 #: Said by `/readyz` when the corpus holds no document: the server is up, but answers nothing.
 EMPTY_CORPUS = (
     "The corpus holds no document, so every question is answered that nothing was found: "
-    "add *.md or *.mdx files to ANVIL_CORPUS_DIR and restart."
+    "add documents (docs/formats.md) to ANVIL_CORPUS_DIR and restart."
 )
 
 

@@ -1,4 +1,5 @@
-"""Read a corpus folder: every `*.md` and `*.mdx` file under it, each parsed by `corpus.parse_file`.
+"""Read a corpus folder: every document under it (`*.md`, `*.mdx`, `*.rst`, `*.html`, `*.htm`,
+`*.txt`), each read by `formats.read_document` as its ending says.
 
 Links are followed only while they stay inside the folder, and what cannot be read is skipped
 with a warning naming it, so one bad file never stops start-up.
@@ -13,19 +14,22 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from app.knowledge.corpus import SUFFIXES, CorpusFile, parse_file
+from app.knowledge.corpus import CorpusFile
+from app.knowledge.formats import SUFFIXES, UnreadableDocument, read_document
 
 logger = logging.getLogger(__name__)
 
 
 def read_corpus(corpus_dir: Path) -> list[CorpusFile]:
-    """Every `*.md` and `*.mdx` file under `corpus_dir`, in sorted path order.
+    """Every document under `corpus_dir` (a file with one of `formats.SUFFIXES`), in sorted path
+    order.
 
     Sources are paths relative to `corpus_dir`, with forward slashes on every platform. Links
     (to files or folders) are followed while they stay inside `corpus_dir`: a file reached
     through one is a document under the link's path. A link out of the folder (or a broken one),
-    a link back to a folder that holds it, a file that is not UTF-8 and a file or folder that
-    cannot be read are each skipped with a warning naming them; the rest is read.
+    a link back to a folder that holds it, a file that is not UTF-8 (a byte order mark is
+    fine), a document its parser rejects and a file or folder that cannot be read are each
+    skipped with a warning naming them; the rest is read.
 
     Raises `NotADirectoryError` when `corpus_dir` is not a directory, so a misconfigured corpus
     fails loudly at start-up rather than answering from nothing.
@@ -122,8 +126,12 @@ def _read(root: Path, source: str, real: Path) -> CorpusFile | None:
             "save it as UTF-8 to have it read",
         )
         return None
-    # As text mode reads it: every line ends with "\n".
-    return parse_file(text.replace("\r\n", "\n").replace("\r", "\n"), source)
+    try:
+        # As text mode reads it: every line ends with "\n".
+        return read_document(text.replace("\r\n", "\n").replace("\r", "\n"), source)
+    except UnreadableDocument as error:
+        _skip(root, source, str(error))
+        return None
 
 
 _LOOP = "it is a link that leads nowhere (a loop of links)"

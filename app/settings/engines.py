@@ -26,7 +26,7 @@ class EngineSettings(Part):
     corpus_dir: Path | None = Field(
         None,
         description=(
-            "Markdown (`*.md`, `*.mdx`) folder every engine but echo answers from. "
+            "Folder of documents (Markdown, MDX, reStructuredText, HTML, text) every engine but echo answers from. "
             "Default: the project's `docs/`."
         ),
     )

@@ -122,7 +122,7 @@ class RetrievalEngine:
             engine = cls(cached_index(corpus_dir, cache_dir, site))
         if not engine.document_count:
             logger.warning(
-                "corpus: %s holds no *.md or *.mdx document with text, so every question will be "
+                "corpus: %s holds no document with text, so every question will be "
                 "answered that nothing was found: add documents there, or set ANVIL_CORPUS_DIR",
                 corpus_dir,
             )

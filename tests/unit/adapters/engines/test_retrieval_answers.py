@@ -83,7 +83,7 @@ def corpus_text(corpus: Path) -> str:
 @pytest.fixture
 def outside_files(corpus: Path) -> None:
     (corpus.parent / "secret.md").write_text("# Secret\n", encoding="utf-8")
-    (corpus / "notes.txt").write_text("not markdown\n", encoding="utf-8")
+    (corpus / "notes.json").write_text("{\"not\": \"a document\"}\n", encoding="utf-8")
 
 
 def fenced_blocks(text: str) -> list[str]:
@@ -202,7 +202,7 @@ async def test_fetch_knows_only_the_files_it_loaded(engine: RetrievalEngine, cor
     assert await engine.fetch("missing.md", 1000) is None
     assert await engine.fetch("../secret.md", 1000) is None
     assert await engine.fetch(str(corpus / "settings.md"), 1000) is None
-    assert await engine.fetch("notes.txt", 1000) is None
+    assert await engine.fetch("notes.json", 1000) is None
 
 
 async def test_an_engine_built_from_passages_fetches_nothing() -> None:
