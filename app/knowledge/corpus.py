@@ -1,13 +1,18 @@
 """Cut a Markdown corpus into passages an answer engine can rank (`corpus_files` reads the folder).
 
-Files are `*.md` and `*.mdx`. YAML front matter is stripped (its `title` names the document);
-MDX imports, exports, `{...}` expressions and JSX tags are dropped while the prose inside
-components is kept; HTML tags and comments go too, as do MkDocs admonition markers (their
-content stays) and mkdocstrings `:::` directives.
+Files are `*.md` and `*.mdx`, read by a CommonMark parser (markdown-it, with the extensions of
+`markdown_parser`; `markdown_render` says what of a document is kept). YAML front matter is
+stripped (its `title` names the document). What is not prose goes: HTML tags and comments (their
+text stays), link targets, emphasis marks, MkDocs admonition markers (their content stays, and
+a quoted title as a line), pymdownx tab markers, Docusaurus `:::` admonition markers and
+mkdocstrings `:::` directives. MDX is not CommonMark: its `import`/`export` statements,
+`{...}` expressions and JSX tags are taken out before parsing, by the small rules of
+`markdown_mdx`, and the prose inside components is kept.
 
-A passage is one section under a heading (`#` to `####`), or a chunk of it when the section is
-long, so that a hit points the reader at a small, citable piece of a file. Chunks are cut at
-paragraph boundaries, and a fenced code block is never cut.
+A passage is one section under a heading (ATX or setext, levels 1 to 4), or a chunk of it when
+the section is long, so that a hit points the reader at a small, citable piece of a file. Its
+text is plain Markdown: paragraphs, lists, pipe tables and fenced code blocks (indented code is
+fenced too). Chunks are cut at block boundaries, and a code block is never cut.
 """
 
 from __future__ import annotations
@@ -17,24 +22,23 @@ from dataclasses import dataclass
 
 import yaml
 
+from app.knowledge.markdown_parser import front_matter_parser
+from app.knowledge.markdown_render import Block, Heading, document_blocks, first_title
+
 #: Upper bound on a passage's text; sections longer than this are cut at paragraph boundaries.
 MAX_PASSAGE_CHARS = 1200
 
 #: File name endings of the corpus.
 SUFFIXES = (".md", ".mdx")
 
-_HEADING = re.compile(r"^(#{1,4})\s+(.+?)(?:\s+#+)?\s*$")
-_HEADING_ANCHOR = re.compile(r"\s*\{#[^}]*\}\s*$")
-_HEADING_LINK = re.compile(r"!?\[([^\]]*)\](?:\([^)]*\)|\[[^\]]*\])")
+# Headings down to this level start a passage; deeper ones are text of their section.
+_PASSAGE_LEVELS = 4
+
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*\r?$\n?", re.S | re.M)
-_ADMONITION = re.compile(r"^(\s*)(?:!!!|\?\?\?\+?)\s*[\w-]*(?:\s+\"([^\"]*)\")?\s*$")
-_DIRECTIVE = re.compile(r"^(\s*):::\s*\S")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
-_TAG = re.compile(r"</?[A-Za-z][\w.:-]*(?:\s[^<>]*?)?/?>|<>|</>")
-_INLINE_CODE = re.compile(r"(`+[^`\n]*?`+)")
-_ESM_LINE = re.compile(r"^\s*(?:import|export)\s.*$", re.M)
+_FRONT_MATTER_OPENING = re.compile(r"-{3,}[ \t]*(?:\r\n|\r|\n)")
+# Line breaks as markdown-it counts lines.
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +67,7 @@ def parse_file(markdown: str, source: str) -> CorpusFile:
     front, body = split_front_matter(markdown)
     title = front.get("title")
     if not isinstance(title, str) or not title.strip():
-        title = _first_title(body) or source.rsplit("/", 1)[-1]
+        title = first_title(body, mdx=_is_mdx(source)) or source.rsplit("/", 1)[-1]
     return CorpusFile(source=source, title=" ".join(title.split()), text=body)
 
 
@@ -72,16 +76,19 @@ def split_front_matter(markdown: str) -> tuple[dict[str, object], str]:
 
     A top block that is not a YAML mapping is not front matter: the text is returned unchanged.
     """
-    match = _FRONT_MATTER.match(markdown)
-    if match is None:
+    text = markdown.removeprefix("\ufeff")
+    if not _FRONT_MATTER_OPENING.match(text):
+        return {}, markdown
+    block = front_matter_parser().parse(text)[0]
+    if block.type != "front_matter" or block.map is None:
         return {}, markdown
     try:
-        front = yaml.safe_load(match.group(1))
+        front = yaml.safe_load(block.content)
     except yaml.YAMLError:
         return {}, markdown
     if not isinstance(front, dict):
         return {}, markdown
-    return {str(key): value for key, value in front.items()}, markdown[match.end() :]
+    return {str(key): value for key, value in front.items()}, _after_lines(text, block.map[1])
 
 
 def file_passages(file: CorpusFile, max_chars: int = MAX_PASSAGE_CHARS) -> list[CorpusPassage]:
@@ -89,57 +96,40 @@ def file_passages(file: CorpusFile, max_chars: int = MAX_PASSAGE_CHARS) -> list[
 
     Each passage's heading is the chain of enclosing headings joined with " > ", rooted at the
     front matter title when the document has no `#` heading of its own. Text before the first
-    heading is filed under the document's title. Lines inside a code fence are never headings.
-    Sections with no text are dropped.
+    heading is filed under the document's title. Headings are the parser's: a line in code is
+    never one, and one inside a list item is text. Sections with no text are dropped.
     """
-    text = clean_markup(file.text, mdx=file.source.endswith(".mdx"))
+    blocks = document_blocks(file.text, mdx=_is_mdx(file.source))
     root: list[tuple[int, str]] = []
-    if _first_title(text) is None and file.title != file.source.rsplit("/", 1)[-1]:
+    if _first_title(blocks) is None and file.title != file.source.rsplit("/", 1)[-1]:
         root = [(0, file.title)]
     sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
     chain = list(root)
-    lines = text.splitlines()
-    for line, in_code in zip(lines, _fence_flags(lines), strict=True):
-        match = None if in_code else _HEADING.match(line)
-        if match is None:
-            sections[-1][1].append(line.rstrip())
+    for block in blocks:
+        if not isinstance(block, Heading) or block.level > _PASSAGE_LEVELS:
+            sections[-1][1].append(_markdown(block))
             continue
-        level = len(match.group(1))
-        chain = [(lvl, title) for lvl, title in chain if lvl < level]
-        chain.append((level, _heading_text(match.group(2))))
+        chain = [(level, title) for level, title in chain if level < block.level]
+        chain.append((block.level, block.title))
         sections.append((tuple(title for _, title in chain), []))
 
     passages: list[CorpusPassage] = []
-    for titles, lines in sections:
+    for titles, texts in sections:
         heading = " > ".join(titles) if titles else file.title
         passages.extend(
             CorpusPassage(source=file.source, heading=heading, text=chunk)
-            for chunk in chunk_text("\n".join(lines), max_chars)
+            for chunk in chunk_text("\n\n".join(texts), max_chars)
         )
     return passages
 
 
 def clean_markup(markdown: str, *, mdx: bool = False) -> str:
-    """`markdown` without the markup that is not prose; fenced code is left exactly as written.
+    """`markdown` as plain Markdown without the markup that is not prose (see the module's
+    docstring); headings are written as `#` headings, code blocks as fences, content as written.
 
-    Always: HTML comments and tags (their text stays), admonition markers (their indented
-    content is kept, dedented; a quoted title stays as a line) and `:::` directives. With `mdx`
-    also `{...}` expressions and `import`/`export` lines.
+    `mdx` reads `markdown` as MDX: its ESM lines, `{...}` expressions and JSX tags go too.
     """
-    out: list[str] = []
-    prose: list[str] = []
-    lines = _unwrap_blocks(markdown.splitlines())
-    for line, in_code in zip(lines, _fence_flags(lines), strict=True):
-        if in_code:
-            if prose:
-                out.append(_clean_prose("\n".join(prose), mdx=mdx))
-                prose.clear()
-            out.append(line)
-        else:
-            prose.append(line)
-    if prose:
-        out.append(_clean_prose("\n".join(prose), mdx=mdx))
-    return "\n".join(out)
+    return "\n\n".join(_markdown(block) for block in document_blocks(markdown, mdx=mdx))
 
 
 def chunk_text(text: str, max_chars: int = MAX_PASSAGE_CHARS) -> list[str]:
@@ -184,7 +174,11 @@ def _table_pieces(block: str, max_chars: int) -> list[str]:
 
 
 def split_blocks(text: str) -> list[tuple[str, bool]]:
-    """The paragraphs and fenced code blocks of `text`, each flagged whether it is code."""
+    """The paragraphs and fenced code blocks of `text`, each flagged whether it is code.
+
+    `text` is a passage's (`clean_markup` writes all code as fences, and escapes a prose line
+    that would open one), so it is read line by line, which is fast enough for every answer.
+    """
     blocks: list[tuple[str, bool]] = []
     current: list[str] = []
     current_is_code = False
@@ -240,72 +234,6 @@ def _pack(pieces: list[str], separator: str, max_chars: int) -> list[str]:
     return chunks
 
 
-def _unwrap_blocks(lines: list[str]) -> list[str]:
-    """Lines with admonition markers replaced by their title and their bodies dedented, and
-    `:::` directives (with their indented options) dropped."""
-    out: list[str] = []
-    flags = _fence_flags(lines)
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        marker = None if flags[i] else (_ADMONITION.match(line) or _DIRECTIVE.match(line))
-        if marker is None:
-            out.append(line)
-            i += 1
-            continue
-        indent = len(marker.group(1))
-        body: list[str] = []
-        i += 1
-        while i < len(lines) and (not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > indent):
-            body.append(lines[i])
-            i += 1
-        if marker.re is _ADMONITION:
-            if marker.group(2):
-                out.extend(["", marker.group(2).strip(), ""])
-            out.extend(_unwrap_blocks([_dedent(b, indent + 4) for b in body]))
-        out.append("")
-    return out
-
-
-def _dedent(line: str, width: int) -> str:
-    stripped = line.lstrip(" ")
-    return line[min(width, len(line) - len(stripped)) :]
-
-
-def _clean_prose(text: str, *, mdx: bool) -> str:
-    """Drop comments, tags (and for MDX expressions and ESM lines) outside inline code."""
-    text = _HTML_COMMENT.sub("", text)
-    if mdx:
-        text = _drop_expressions(text)
-        text = _ESM_LINE.sub("", text)
-    parts = _INLINE_CODE.split(text)
-    return "".join(part if n % 2 else _TAG.sub("", part) for n, part in enumerate(parts))
-
-
-def _drop_expressions(text: str) -> str:
-    """`text` without its balanced `{...}` expressions (inline code spans are kept as written)."""
-    out: list[str] = []
-    for n, part in enumerate(_INLINE_CODE.split(text)):
-        if n % 2:
-            out.append(part)
-            continue
-        depth = 0
-        start = 0
-        kept: list[str] = []
-        for i, char in enumerate(part):
-            if char == "{":
-                if depth == 0:
-                    kept.append(part[start:i])
-                depth += 1
-            elif char == "}" and depth:
-                depth -= 1
-                if depth == 0:
-                    start = i + 1
-        kept.append(part[start:])
-        out.append("".join(kept))
-    return "".join(out)
-
-
 def _fence_flags(lines: list[str]) -> list[bool]:
     """For each line, whether it belongs to a fenced code block (fence lines included).
 
@@ -329,16 +257,25 @@ def _fence_flags(lines: list[str]) -> list[bool]:
     return flags
 
 
-def _heading_text(raw: str) -> str:
-    """A heading as cited: anchors like `{#id}`, tags and link targets dropped, spaces collapsed."""
-    text = _HEADING_LINK.sub(r"\1", _TAG.sub("", _HEADING_ANCHOR.sub("", raw)))
-    return " ".join(text.split()) or raw.strip()
+def _is_mdx(source: str) -> bool:
+    return source.endswith(".mdx")
 
 
-def _first_title(markdown: str) -> str | None:
-    """The first level-1 heading outside code fences, if the document has one."""
-    lines = markdown.splitlines()
-    for line, in_code in zip(lines, _fence_flags(lines), strict=True):
-        if not in_code and (match := _HEADING.match(line)) and len(match.group(1)) == 1:
-            return _heading_text(match.group(2))
-    return None
+def _markdown(block: Block) -> str:
+    return block.markdown if isinstance(block, Heading) else block
+
+
+def _first_title(blocks: list[Block]) -> str | None:
+    """The first level-1 heading of a document's blocks, if it has one."""
+    return next((b.title for b in blocks if isinstance(b, Heading) and b.level == 1), None)
+
+
+def _after_lines(text: str, count: int) -> str:
+    """`text` after its first `count` lines."""
+    position = 0
+    for _ in range(count):
+        match = _NEWLINE.search(text, position)
+        if match is None:
+            return ""
+        position = match.end()
+    return text[position:]

@@ -26,8 +26,8 @@ class EngineSettings(Part):
     corpus_dir: Path | None = Field(
         None,
         description=(
-            "Folder of documents (Markdown, MDX, reStructuredText, HTML, text) every engine but echo answers from. "
-            "Default: the project's `docs/`."
+            "Folder of documents (Markdown, MDX, reStructuredText, HTML, text) every engine but echo "
+            "answers from. Default: the project's `docs/`."
         ),
     )
     corpus_site: str | None = Field(

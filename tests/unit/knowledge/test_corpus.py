@@ -6,12 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from app.adapters.engines.text_compose import units_of
 from app.knowledge.corpus import (
     MAX_PASSAGE_CHARS,
     CorpusPassage,
     chunk_text,
+    clean_markup,
     file_passages,
     parse_file,
+    split_blocks,
     split_front_matter,
 )
 from app.knowledge.corpus_files import read_corpus
@@ -65,7 +68,8 @@ def test_only_four_heading_levels_split_and_a_hash_needs_a_space() -> None:
 
     passages = split_markdown(markdown, "a.md")
 
-    assert passages == [CorpusPassage("a.md", "A > Deep", "text\n##### Deeper\n#hashtag")]
+    # Three blocks to CommonMark (a level-5 heading interrupts the paragraph), so three paragraphs.
+    assert passages == [CorpusPassage("a.md", "A > Deep", "text\n\n##### Deeper\n\n#hashtag")]
 
 
 def test_closing_hashes_are_not_part_of_the_heading() -> None:
@@ -135,7 +139,7 @@ def test_load_corpus_walks_the_directory_with_relative_sorted_sources(tmp_path: 
     (tmp_path / "storage.md").write_text("# Storage\nKeeps data.\n", encoding="utf-8")
     (tmp_path / "auth.md").write_text("# Auth\nChecks tokens.\n", encoding="utf-8")
     (tmp_path / "ops" / "runbook.md").write_text("# Runbook\nRestart it.\n", encoding="utf-8")
-    (tmp_path / "notes.txt").write_text("# Not markdown\nIgnored.\n", encoding="utf-8")
+    (tmp_path / "notes.json").write_text('{"not": "markdown"}\n', encoding="utf-8")
 
     passages = load_corpus(tmp_path)
 
@@ -195,7 +199,7 @@ def test_mdx_markup_is_skipped_and_the_prose_inside_components_kept() -> None:
     text = "\n".join(p.text for p in passages)
 
     assert [p.heading for p in passages] == ["Tokens"]
-    assert "Tokens expire after **one hour**." in text
+    assert "Tokens expire after one hour." in text
     assert 'The current user is ; refresh with `{"grant": 1}`.' in text
     assert "```jsx\n<Tabs items={[1, 2]} />\n```" in text
     for markup in ("import", "export", "draft", "<Callout", "</Callout>", "reviewed", "props.user", "Icon"):
@@ -266,10 +270,258 @@ def test_a_long_table_is_cut_between_rows_and_each_piece_keeps_the_header() -> N
 def test_read_corpus_reads_md_and_mdx_and_keeps_the_whole_text(tmp_path: Path) -> None:
     (tmp_path / "guide.mdx").write_text("---\ntitle: Guide\n---\n<Note>Read me.</Note>\n", encoding="utf-8")
     (tmp_path / "plain.md").write_text("# Plain\nText.\n", encoding="utf-8")
-    (tmp_path / "notes.txt").write_text("Ignored.\n", encoding="utf-8")
+    (tmp_path / "notes.json").write_text("{}\n", encoding="utf-8")
 
     files = read_corpus(tmp_path)
 
     assert [(f.source, f.title) for f in files] == [("guide.mdx", "Guide"), ("plain.md", "Plain")]
     assert files[0].text == "<Note>Read me.</Note>\n"
     assert load_corpus(tmp_path)[0] == CorpusPassage("guide.mdx", "Guide", "Read me.")
+
+
+def texts(markdown: str, source: str = "a.md") -> dict[str, str]:
+    """Each heading chain of a document and its passages' text, joined."""
+    found: dict[str, str] = {}
+    for passage in split_markdown(markdown, source):
+        found[passage.heading] = "\n\n".join(filter(None, [found.get(passage.heading), passage.text]))
+    return found
+
+
+def test_setext_headings_start_passages_like_atx_ones() -> None:
+    markdown = "Guide\n=====\n\nIntro.\n\nInstall\n-------\n\nRun it.\n\nA line\nthen text.\n"
+
+    assert texts(markdown, "guide.md") == {
+        "Guide": "Intro.",
+        "Guide > Install": "Run it.\n\nA line\nthen text.",
+    }
+    assert parse_file(markdown, "guide.md").title == "Guide"
+
+
+def test_hashes_in_code_of_every_kind_are_not_headings_and_the_code_stays_whole() -> None:
+    markdown = (
+        "# Deploy\n\n"
+        "````md\n```bash\n# not a heading\n```\n````\n\n"
+        "~~~\n## nor this\n~~~\n\n"
+        "    # indented code\n    make\n\n"
+        "Done.\n"
+    )
+
+    (passage,) = split_markdown(markdown, "deploy.md")
+
+    assert passage.heading == "Deploy"
+    assert passage.text == (
+        "````md\n```bash\n# not a heading\n```\n````\n\n~~~\n## nor this\n~~~\n\n"
+        "```\n# indented code\nmake\n```\n\nDone."
+    )
+    assert [is_code for _, is_code in split_blocks(passage.text)] == [True, True, True, False]
+
+
+def test_a_fence_is_long_enough_that_no_line_of_its_code_closes_it() -> None:
+    text = clean_markup("    ```\n    inside\n    ```\n")
+
+    assert text == "````\n```\ninside\n```\n````"
+    assert split_blocks(text) == [(text, True)]
+
+
+def test_a_heading_inside_a_list_item_is_text_of_the_item() -> None:
+    assert texts("# A\n\n- ## Not a section\n- item\n") == {"A": "- Not a section\n- item"}
+
+
+def test_nested_lists_keep_their_markers_and_indentation() -> None:
+    markdown = (
+        "# Lists\n\n"
+        "* one\n* two\n  + two a\n    3) deep\n    4) deeper\n* three\n\n"
+        "1. first\n\n   More on [first](x).\n\n   ```sh\n   run\n   ```\n\n2. second\n"
+    )
+
+    text = texts(markdown)["Lists"]
+
+    assert text == (
+        "- one\n- two\n  - two a\n    3) deep\n    4) deeper\n- three\n\n"
+        "1. first\n\n   More on first.\n\n   ```sh\n   run\n   ```\n\n2. second"
+    )
+    assert ("   ```sh\n   run\n   ```", True) in split_blocks(text)
+
+
+def test_a_code_block_opening_a_list_item_is_still_a_code_block() -> None:
+    text = clean_markup("- ```js\n  code()\n  ```\n- two\n")
+
+    assert ("  ```js\n  code()\n  ```", True) in split_blocks(text)
+    assert ("- two", False) in split_blocks(text)
+
+
+def test_tables_become_pipe_tables_of_plain_cells() -> None:
+    markdown = (
+        "# T\n\nName | Notes\n:-- | --:\n[link](https://x.example) | a \\| b<br>c\n`x\\|y` | **bold**\n"
+    )
+
+    assert texts(markdown)["T"] == "| Name | Notes |\n| --- | --- |\n| link | a \\| b c |\n| `x\\|y` | bold |"
+
+
+def test_a_table_reads_as_one_line_a_row_in_an_answer() -> None:
+    text = clean_markup(
+        "Setting | Default | Notes\n--|--|--\n`TIMEOUT` | 30 | [Seconds](x) before **giving up**\n"
+    )
+
+    assert [(unit.kind, unit.text) for unit in units_of(text)] == [
+        ("row", "`TIMEOUT` — Default: 30; Notes: Seconds before giving up.")
+    ]
+
+
+def test_a_prose_line_that_would_open_a_fence_is_escaped_and_stays_prose() -> None:
+    text = clean_markup("```a` is not a fence: its info has a backtick\n\nNext.\n")
+
+    assert split_blocks(text) == [
+        ("\\```a` is not a fence: its info has a backtick", False),
+        ("Next.", False),
+    ]
+
+
+def test_inline_markup_is_reduced_to_its_text_and_code_spans_keep_their_content() -> None:
+    markdown = (
+        "See [the docs](https://x.example/d) and ![a diagram](d.png), `a  b` and ``a ` tick``, *em* "
+        "_em_ **strong** ~~old~~ &amp; \\*star\\* <https://auto.example>.\n\n[ref]: https://ref.example\n"
+    )
+
+    assert clean_markup(markdown) == (
+        "See the docs and a diagram, `a  b` and ``a ` tick``, em em strong old & *star* https://auto.example."
+    )
+
+
+def test_headings_lose_emphasis_images_and_tags_but_keep_code() -> None:
+    markdown = "# The *big* `Store` ![logo](l.png) <small>v2</small>\n\nText.\n"
+
+    assert list(texts(markdown)) == ["The big `Store` logo v2"]
+
+
+def test_a_heading_with_no_text_is_no_heading() -> None:
+    markdown = "# <img src=logo.png>\n\nIntro.\n\n# Guide\n\nText.\n## \nMore.\n"
+
+    assert parse_file(markdown, "a.md").title == "Guide"
+    assert [(p.heading, p.text) for p in split_markdown(markdown, "a.md")] == [
+        ("Guide", "Intro."),
+        ("Guide", "Text.\n\nMore."),
+    ]
+
+
+def test_html_blocks_lose_tags_scripts_and_styles_and_their_text_is_read_as_markdown() -> None:
+    markdown = (
+        "# H\n\n"
+        '<div class="note">\n**Bold** text and [a link](x).\n</div>\n\n'
+        "<script>\nalert(1)\n</script>\n\n<style>\np { color: red }\n</style>\n\n"
+        "Press <kbd>Ctrl</kbd>+<kbd>C</kbd>. Write &lt;b&gt; or \\<i> for markup.\n\n"
+        "<table><tr><td>One</td><td>Two</td></tr></table>\n"
+    )
+
+    assert texts(markdown)["H"] == (
+        "Bold text and a link.\n\nPress Ctrl+C. Write <b> or <i> for markup.\n\nOne\n\nTwo"
+    )
+
+
+def test_the_indented_text_of_an_html_element_after_a_blank_line_is_prose_not_code() -> None:
+    markdown = '# H\n\n<div\n  class="box">\n  <p>\n    First part.\n\n    Second part.\n  </p>\n</div>\n'
+
+    assert texts(markdown)["H"] == "First part.\n\nSecond part."
+
+
+def test_mdx_statements_components_and_expressions_go_and_their_prose_stays() -> None:
+    markdown = (
+        "import {\n  A,\n  B,\n} from './x'\nexport const data = [\n  1,\n  2,\n]\n\n"
+        "# MDX\n\n"
+        '<Tabs.Item value="a" label={`Label "${x}"`}>\n  Inside the tab.\n</Tabs.Item>\n\n'
+        "<>\nIn a fragment.\n</>\n\n"
+        '<Note\n  title="spread over lines"\n>\nNoted.\n</Note>\n\n'
+        "Literal \\{brace\\}, an unclosed { and `{code}`.\n\n"
+        "```js\nexport default {a: 1}\n```\n"
+    )
+
+    assert texts(markdown, "a.mdx") == {
+        "MDX": "Inside the tab.\n\nIn a fragment.\n\nNoted.\n\n"
+        "Literal {brace}, an unclosed { and `{code}`.\n\n```js\nexport default {a: 1}\n```"
+    }
+
+
+def test_braces_and_export_lines_are_mdx_syntax_only_in_an_mdx_file() -> None:
+    markdown = "# Notes\n\nexport the data with {format}.\n"
+
+    assert texts(markdown, "a.md") == {"Notes": "export the data with {format}."}
+    assert texts(markdown, "a.mdx") == {}
+
+
+def test_mkdocs_admonitions_keep_quoted_titles_and_their_nested_content() -> None:
+    markdown = (
+        "# A\n\n"
+        "!!! note\n    Untitled body.\n\n"
+        '???+ tip "Open tip"\n    Tip body.\n\n    !!! warning "Nested"\n        Nested body.\n\n'
+        "Outside.\n"
+    )
+
+    assert (
+        texts(markdown)["A"]
+        == "Untitled body.\n\nOpen tip\n\nTip body.\n\nNested\n\nNested body.\n\nOutside."
+    )
+
+
+def test_docusaurus_admonitions_lose_their_markers_and_title() -> None:
+    markdown = "# A\n\n:::tip What you will learn\n\n- Things\n\n:::\n\nAfter.\n"
+
+    assert texts(markdown)["A"] == "- Things\n\nAfter."
+
+
+def test_pymdownx_tabs_keep_their_title_and_their_code_stays_code() -> None:
+    markdown = (
+        '# A\n\n=== "Python"\n\n    ```python\n    print(1)\n    ```\n\n=== "Shell"\n\n    Run `make`.\n'
+    )
+
+    text = texts(markdown)["A"]
+
+    assert text == "Python\n\n```python\nprint(1)\n```\n\nShell\n\nRun `make`."
+    assert ("```python\nprint(1)\n```", True) in split_blocks(text)
+
+
+def test_a_mkdocstrings_directive_and_its_options_go_and_the_text_after_stays() -> None:
+    markdown = "# API\n\n::: package.module.Class\n    options:\n      show_source: false\n\nThe class.\n"
+
+    assert texts(markdown) == {"API": "The class."}
+
+
+def test_front_matter_closed_by_dots_or_after_a_bom_or_with_crlf_is_stripped() -> None:
+    for markdown in ("---\ntitle: T\n...\nBody.\n", "\ufeff---\ntitle: T\n---\nBody.\n"):
+        assert split_front_matter(markdown) == ({"title": "T"}, "Body.\n")
+    assert split_front_matter("---\r\ntitle: T\r\n---\r\nBody.\r\n") == ({"title": "T"}, "Body.\r\n")
+
+
+@pytest.mark.parametrize(
+    "markdown",
+    [
+        "---\ntitle: T\nBody without a closing rule.\n",
+        "--- title: T\n---\nBody.\n",
+        "---\ntitle: [unclosed\n---\nBody.\n",
+        "---\n---\nBody.\n",
+        "---\n- a list\n- is not a mapping\n---\nBody.\n",
+        "Text first.\n\n---\ntitle: T\n---\n",
+    ],
+)
+def test_what_is_not_a_closed_top_yaml_mapping_is_not_front_matter(markdown: str) -> None:
+    assert split_front_matter(markdown) == ({}, markdown)
+
+
+def test_a_top_block_that_is_not_front_matter_is_read_as_markdown() -> None:
+    passages = split_markdown("---\n# Real title\n\nJust words.\n---\nMore.\n", "a.md")
+
+    assert [(p.heading, p.text) for p in passages] == [("Real title", "Just words.\n\nMore.")]
+
+
+def test_a_front_matter_title_that_is_not_text_falls_back_to_the_first_heading() -> None:
+    assert parse_file("---\ntitle: 42\n---\n# Guide\n", "a.md").title == "Guide"
+    assert parse_file("---\ntitle: '  '\n---\nNo heading.\n", "docs/a.md").title == "a.md"
+
+
+def test_clean_markup_writes_every_heading_as_an_atx_heading() -> None:
+    assert clean_markup("Title\n===\n\nSub\n---\n\n###### Six ######\n") == "# Title\n\n## Sub\n\n###### Six"
+
+
+def test_footnotes_keep_their_text_and_lose_their_markers() -> None:
+    markdown = "# F\n\nA claim.[^1]\n\n[^1]: The source of it.\n"
+
+    assert texts(markdown) == {"F": "A claim.\n\nThe source of it."}

@@ -83,7 +83,7 @@ def corpus_text(corpus: Path) -> str:
 @pytest.fixture
 def outside_files(corpus: Path) -> None:
     (corpus.parent / "secret.md").write_text("# Secret\n", encoding="utf-8")
-    (corpus / "notes.json").write_text("{\"not\": \"a document\"}\n", encoding="utf-8")
+    (corpus / "notes.json").write_text('{"not": "a document"}\n', encoding="utf-8")
 
 
 def fenced_blocks(text: str) -> list[str]:
