@@ -65,17 +65,26 @@ def source_folder(value: str) -> Source:
     folder, equals, site = value.partition("=")
     if equals and not site.startswith(("http://", "https://")):
         folder, site = value, ""
+    where: Path | str = Path(folder)
     if "://" in folder:
-        raise argparse.ArgumentTypeError(
-            f"{folder!r} is a URL: this version indexes folders; download the documents to a folder "
-            "and name the folder"
-        )
-    if not Path(folder).is_dir():
+        from app.blob_urls import BlobStorageError, is_blob_url, parse_blob_url
+
+        if not is_blob_url(folder):
+            raise argparse.ArgumentTypeError(
+                f"{folder!r} is neither a folder nor a blob URL: give a folder or "
+                "https://ACCOUNT.blob.core.windows.net/CONTAINER/PREFIX"
+            )
+        try:
+            parse_blob_url(folder, prefix=True)
+        except BlobStorageError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        where = folder
+    elif not Path(folder).is_dir():
         raise argparse.ArgumentTypeError(f"{folder!r} is not a folder of documents")
     if not site:
-        return Source(Path(folder))
+        return Source(where)
     try:
-        return Source(Path(folder), checked_url(site, example="https://docs.example.com/guide"))
+        return Source(where, checked_url(site, example="https://docs.example.com/guide"))
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"the site of {folder!r} {error}") from None
 

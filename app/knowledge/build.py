@@ -17,7 +17,8 @@ from pathlib import Path
 
 from app.knowledge.artifact import FORMAT, InvalidIndex
 from app.knowledge.corpus import CorpusFile
-from app.knowledge.corpus_files import read_corpus
+from app.knowledge.corpus_files import document_of, read_corpus
+from app.knowledge.formats import SUFFIXES
 from app.knowledge.index import LEXICAL, KnowledgeIndex, write
 from app.private_files import PRIVATE_FILE, describe, private_folder
 
@@ -39,10 +40,30 @@ class Built:
 
 @dataclass(frozen=True)
 class Source:
-    """A folder of documents, and the site its pages are published at (None: cite paths)."""
+    """A folder of documents (a path, or a blob URL prefix), and the site its pages are published
+    at (None: cite paths)."""
 
-    folder: Path
+    folder: Path | str
     site: str | None = None
+
+    @property
+    def name(self) -> str:
+        """What its documents are named after when several sources are indexed together."""
+        if isinstance(self.folder, str):
+            return self.folder.rstrip("/").rsplit("/", 1)[-1]
+        return self.folder.resolve().name or "corpus"
+
+
+def read_source(source: Source) -> list[CorpusFile]:
+    """The documents of one source: a folder's files, or the blobs under a prefix (each read as
+    its ending says, what cannot be read skipped with a warning naming it)."""
+    if isinstance(source.folder, Path):
+        return read_corpus(source.folder)
+    from app.knowledge.blob import read_documents
+
+    prefix = source.folder if source.folder.endswith("/") else f"{source.folder}/"
+    found = (document_of(data, name, f"{prefix}{name}") for name, data in read_documents(prefix, SUFFIXES))
+    return [document for document in found if document is not None]
 
 
 def page_url(site: str, path: str) -> str:
@@ -62,10 +83,10 @@ def read_sources(sources: Sequence[Source]) -> tuple[list[CorpusFile], dict[str,
     With more than one folder, each document's source starts with its folder's name
     (`docs/intro.md`), so two folders' files never share a name."""
     if len(sources) == 1:
-        read = read_corpus(sources[0].folder)
+        read = read_source(sources[0])
         site = sources[0].site
         return read, {} if site is None else {f.source: page_url(site, f.source) for f in read}
-    names = [source.folder.resolve().name or "corpus" for source in sources]
+    names = [source.name for source in sources]
     if len(set(names)) < len(names):
         raise ValueError(
             "two source folders have the same name "
@@ -75,7 +96,7 @@ def read_sources(sources: Sequence[Source]) -> tuple[list[CorpusFile], dict[str,
     files: list[CorpusFile] = []
     urls: dict[str, str] = {}
     for source, name in zip(sources, names, strict=True):
-        for file in read_corpus(source.folder):
+        for file in read_source(source):
             named = CorpusFile(source=f"{name}/{file.source}", title=file.title, text=file.text)
             files.append(named)
             if source.site is not None:

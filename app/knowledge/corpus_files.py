@@ -116,12 +116,17 @@ def _read(root: Path, source: str, real: Path) -> CorpusFile | None:
     except OSError as error:
         _skip(root, source, f"it cannot be read ({error.strerror or error})")
         return None
+    return document_of(data, source, str(root / source))
+
+
+def document_of(data: bytes, source: str, where: str) -> CorpusFile | None:
+    """The document `source` from its bytes, read as its ending says; None, with a warning naming
+    `where` it was read from (a path, a blob URL), when it is not UTF-8 or its parser rejects it."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
-        _skip(
-            root,
-            source,
+        _warn(
+            where,
             f"it is not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}): "
             "save it as UTF-8 to have it read",
         )
@@ -130,7 +135,7 @@ def _read(root: Path, source: str, real: Path) -> CorpusFile | None:
         # As text mode reads it: every line ends with "\n".
         return read_document(text.replace("\r\n", "\n").replace("\r", "\n"), source)
     except UnreadableDocument as error:
-        _skip(root, source, str(error))
+        _warn(where, str(error))
         return None
 
 
@@ -138,4 +143,8 @@ _LOOP = "it is a link that leads nowhere (a loop of links)"
 
 
 def _skip(root: Path, source: str, why: str) -> None:
-    logger.warning("corpus: skipped %s: %s", root / source, why)
+    _warn(str(root / source), why)
+
+
+def _warn(where: str, why: str) -> None:
+    logger.warning("corpus: skipped %s: %s", where, why)

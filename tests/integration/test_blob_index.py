@@ -26,6 +26,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
         pytest.fail(problem)
     with run_azurite(tmp_path_factory.mktemp("azurite")) as server:
         server.create_container("indexes")
+        server.create_container("docs")
         yield server
 
 
@@ -119,3 +120,34 @@ def test_a_blob_that_is_not_there_stops_start_up_with_what_to_do(azurite: Azurit
     )
     assert ran.returncode != 0 and "Traceback" not in ran.stdout + ran.stderr
     assert f"ANVIL_INDEX: cannot open {url}: no blob at {url}" in ran.stdout + ran.stderr
+
+
+def test_documents_under_a_blob_prefix_are_indexed_as_a_folder_would_be(
+    azurite: Azurite, tmp_path: Path
+) -> None:
+    from azure.storage.blob import ContainerClient
+
+    documents = {
+        "team/guide/install.md": b"# Installing\n\nRun the installer, then restart the agent.\n",
+        "team/reference/flags.html": (
+            b"<html><nav>Menu</nav><h1>Flags</h1><p>The verbose flag logs more.</p></html>"
+        ),
+        "team/notes/legacy.md": b"\xff\xfe not text",
+        "elsewhere/other.md": b"# Other\n\nNot under the prefix.\n",
+    }
+    with ContainerClient.from_connection_string(azurite.connection_string(), "docs") as container:
+        for name, data in documents.items():
+            container.upload_blob(name, data, overwrite=True)
+    target = tmp_path / "team.anvilidx"
+    prefix = azurite.url("docs", "team")
+    ran = anvil("index", prefix, "--output", str(target), **{CONNECTION: azurite.connection_string()})
+    assert ran.returncode == 0, ran.stderr
+    assert "indexed 2 files" in ran.stderr
+    assert f"corpus: skipped {prefix}/notes/legacy.md: it is not UTF-8 text" in ran.stderr
+
+    from app.knowledge.index import KnowledgeIndex
+
+    index = KnowledgeIndex.open(target)
+    assert sorted(index.documents) == ["guide/install.md", "reference/flags.html"]
+    flags = index.file("reference/flags.html")
+    assert flags is not None and "verbose flag" in flags.text and "Menu" not in flags.text

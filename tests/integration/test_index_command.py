@@ -72,7 +72,7 @@ def test_a_built_index_is_served_with_the_answers_of_the_folder_it_was_built_fro
 def test_sources_and_targets_the_command_cannot_use_are_refused_with_what_to_give(tmp_path: Path) -> None:
     for args, said in (
         ([str(tmp_path / "missing"), "--output", str(tmp_path / "i")], "is not a folder of documents"),
-        (["https://acct.blob.core.windows.net/docs/", "--output", str(tmp_path / "i")], "is a URL"),
+        (["ftp://example.com/docs/", "--output", str(tmp_path / "i")], "is neither a folder nor a blob URL"),
         ([str(DOCS), "--output", str(tmp_path)], "is a folder: name the index file to write"),
     ):
         ran = anvil("index", *args)
