@@ -66,16 +66,29 @@ def read_source(source: Source) -> list[CorpusFile]:
     return [document for document in found if document is not None]
 
 
-def page_url(site: str, path: str) -> str:
-    """Where the page of document `path` (relative to its folder) is published under `site`: the
-    path without its Markdown, reStructuredText or text ending (`guide/install.md` ->
-    `SITE/guide/install`), a folder's `index` as the folder (`guide/`), HTML as it is."""
+def page_url(site: str, path: str, published: str | None = None) -> str:
+    """Where the page of document `path` (relative to its folder) is published under `site`: what
+    its front matter says (an absolute `url` as it is, a `slug` or a relative `url` under the
+    site), else the path without its Markdown, reStructuredText or text ending
+    (`guide/install.md` -> `SITE/guide/install`), a folder's `index` as the folder (`guide/`),
+    HTML as it is."""
+    if published is not None:
+        if published.startswith(("http://", "https://")):
+            return published
+        return f"{site.rstrip('/')}/{published.lstrip('/')}"
     stem, dot, ending = path.rpartition(".")
     if dot and ending in ("md", "mdx", "rst", "txt"):
         path = stem
         if path == "index" or path.endswith("/index"):
             path = path[: -len("index")]
     return f"{site.rstrip('/')}/{path}"
+
+
+def _url_of(site: str | None, path: str, published: str | None) -> str | None:
+    """The page URL of a document, when its folder names a site or its front matter an absolute URL."""
+    if site is None:
+        return published if published and published.startswith(("http://", "https://")) else None
+    return page_url(site, path, published)
 
 
 def read_sources(sources: Sequence[Source]) -> tuple[list[CorpusFile], dict[str, str]]:
@@ -85,7 +98,7 @@ def read_sources(sources: Sequence[Source]) -> tuple[list[CorpusFile], dict[str,
     if len(sources) == 1:
         read = read_source(sources[0])
         site = sources[0].site
-        return read, {} if site is None else {f.source: page_url(site, f.source) for f in read}
+        return read, {f.source: url for f in read if (url := _url_of(site, f.source, f.published))}
     names = [source.name for source in sources]
     if len(set(names)) < len(names):
         raise ValueError(
@@ -97,10 +110,12 @@ def read_sources(sources: Sequence[Source]) -> tuple[list[CorpusFile], dict[str,
     urls: dict[str, str] = {}
     for source, name in zip(sources, names, strict=True):
         for file in read_source(source):
-            named = CorpusFile(source=f"{name}/{file.source}", title=file.title, text=file.text)
+            named = CorpusFile(
+                source=f"{name}/{file.source}", title=file.title, text=file.text, published=file.published
+            )
             files.append(named)
-            if source.site is not None:
-                urls[named.source] = page_url(source.site, file.source)
+            if url := _url_of(source.site, file.source, file.published):
+                urls[named.source] = url
     return files, urls
 
 
@@ -130,7 +145,7 @@ def corpus_key(files: Sequence[CorpusFile], site: str | None = None) -> str:
     built by."""
     digest = hashlib.sha256(f"{FORMAT}\0{LEXICAL}\0{site or ''}\0".encode())
     for file in files:
-        for part in (file.source, file.title, file.text):
+        for part in (file.source, file.title, file.text, file.published or ""):
             encoded = part.encode()
             digest.update(len(encoded).to_bytes(8, "little") + encoded)
     return digest.hexdigest()[:32]

@@ -52,11 +52,13 @@ class CorpusPassage:
 
 @dataclass(frozen=True, slots=True)
 class CorpusFile:
-    """One corpus file: its relative path, title and text (front matter stripped, else as written)."""
+    """One corpus file: its relative path, title and text (front matter stripped, else as written),
+    and where its front matter says it is published (`url`, or `slug` under the folder's site)."""
 
     source: str
     title: str
     text: str
+    published: str | None = None
 
 
 def parse_file(markdown: str, source: str) -> CorpusFile:
@@ -68,7 +70,15 @@ def parse_file(markdown: str, source: str) -> CorpusFile:
     title = front.get("title")
     if not isinstance(title, str) or not title.strip():
         title = first_title(body, mdx=_is_mdx(source)) or source.rsplit("/", 1)[-1]
-    return CorpusFile(source=source, title=" ".join(title.split()), text=body)
+    published = next(
+        (
+            value.strip()
+            for key in ("url", "slug")
+            if isinstance(value := front.get(key), str) and value.strip()
+        ),
+        None,
+    )
+    return CorpusFile(source=source, title=" ".join(title.split()), text=body, published=published)
 
 
 def split_front_matter(markdown: str) -> tuple[dict[str, object], str]:

@@ -171,3 +171,39 @@ async def test_cited_passages_link_to_their_page_and_heading_when_the_folder_nam
     assert tides.source == "notes/tides.md" and tides.url is None
     answered = await engine.answer("How do I upgrade from v1?", ())
     assert answered.sources[0].url == "https://docs.example.com/install#upgrading-from-v1x"
+
+
+async def test_a_front_matter_url_or_slug_names_its_page(tmp_path: Path) -> None:
+    site, bare = tmp_path / "site", tmp_path / "bare"
+    for folder in (site, bare):
+        folder.mkdir()
+    (site / "a.md").write_text("---\nslug: /start/here\n---\n# Start\n\nAlpha beacons glow.\n")
+    (site / "b.md").write_text(
+        "---\nurl: https://elsewhere.example/b.html\n---\n# B\n\nBravo lanterns hum.\n"
+    )
+    (bare / "c.md").write_text("---\nurl: https://pages.example/c\n---\n# C\n\nCharlie torches flicker.\n")
+    (bare / "d.md").write_text("---\nslug: d\n---\n# D\n\nDelta candles drip.\n")
+    target = tmp_path / "i.anvilidx"
+    build([Source(site, "https://docs.example.com"), Source(bare)], target)
+    engine = RetrievalEngine(KnowledgeIndex.open(target))
+    found = {
+        p.source: p.url
+        for text in ("alpha beacons", "bravo lanterns", "charlie torches", "delta candles")
+        for p in await engine.search(text, 1)
+    }
+    assert found == {
+        "site/a.md": "https://docs.example.com/start/here",
+        "site/b.md": "https://elsewhere.example/b.html",
+        "bare/c.md": "https://pages.example/c",
+        "bare/d.md": None,  # a slug needs a site to be under
+    }
+
+
+def test_a_changed_front_matter_url_gives_the_cache_another_key(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("---\nurl: https://one.example/a\n---\n# A\n\nText.\n")
+    first = cached_index(folder, tmp_path / "cache")
+    (folder / "a.md").write_text("---\nurl: https://two.example/a\n---\n# A\n\nText.\n")
+    second = cached_index(folder, tmp_path / "cache")
+    assert first.version != second.version and second.url(0) == "https://two.example/a"
