@@ -71,11 +71,12 @@ def index(args: argparse.Namespace) -> int:
     """Build one knowledge index from `args.sources` into `args.output`; one summary line."""
     import time
 
+    from app.cli_progress import IndexProgress
     from app.knowledge.build import build
 
     started = time.monotonic()
     try:
-        built = build(args.sources, args.output)
+        built = build(args.sources, args.output, IndexProgress(sys.stderr))
     except (OSError, ValueError) as error:
         _say(f"anvil: cannot index: {error}")
         return 1

@@ -19,7 +19,7 @@ from app.knowledge.artifact import FORMAT, InvalidIndex
 from app.knowledge.corpus import CorpusFile
 from app.knowledge.corpus_files import document_of, read_corpus
 from app.knowledge.formats import SUFFIXES
-from app.knowledge.index import LEXICAL, KnowledgeIndex, write
+from app.knowledge.index import LEXICAL, KnowledgeIndex, Progress, write
 from app.private_files import PRIVATE_FILE, describe, private_folder
 
 logger = logging.getLogger(__name__)
@@ -54,11 +54,13 @@ class Source:
         return self.folder.resolve().name or "corpus"
 
 
-def read_source(source: Source) -> list[CorpusFile]:
+def read_source(source: Source, progress: Progress | None = None) -> list[CorpusFile]:
     """The documents of one source: a folder's files, or the blobs under a prefix (each read as
     its ending says, what cannot be read skipped with a warning naming it)."""
     if isinstance(source.folder, Path):
-        return read_corpus(source.folder)
+        return read_corpus(
+            source.folder, None if progress is None else lambda n, of: progress("reading", n, of)
+        )
     from app.knowledge.blob import read_documents
 
     prefix = source.folder if source.folder.endswith("/") else f"{source.folder}/"
@@ -91,12 +93,14 @@ def _url_of(site: str | None, path: str, published: str | None) -> str | None:
     return page_url(site, path, published)
 
 
-def read_sources(sources: Sequence[Source]) -> tuple[list[CorpusFile], dict[str, str]]:
+def read_sources(
+    sources: Sequence[Source], progress: Progress | None = None
+) -> tuple[list[CorpusFile], dict[str, str]]:
     """The documents of every folder, and the page URL of each one whose folder names a site.
     With more than one folder, each document's source starts with its folder's name
     (`docs/intro.md`), so two folders' files never share a name."""
     if len(sources) == 1:
-        read = read_source(sources[0])
+        read = read_source(sources[0], progress)
         site = sources[0].site
         return read, {f.source: url for f in read if (url := _url_of(site, f.source, f.published))}
     names = [source.name for source in sources]
@@ -109,7 +113,7 @@ def read_sources(sources: Sequence[Source]) -> tuple[list[CorpusFile], dict[str,
     files: list[CorpusFile] = []
     urls: dict[str, str] = {}
     for source, name in zip(sources, names, strict=True):
-        for file in read_source(source):
+        for file in read_source(source, progress):
             named = CorpusFile(
                 source=f"{name}/{file.source}", title=file.title, text=file.text, published=file.published
             )
@@ -119,7 +123,7 @@ def read_sources(sources: Sequence[Source]) -> tuple[list[CorpusFile], dict[str,
     return files, urls
 
 
-def build(sources: Sequence[Source], target: Path | str) -> Built:
+def build(sources: Sequence[Source], target: Path | str, progress: Progress | None = None) -> Built:
     """Index the documents of `sources` into the file `target` (written atomically), or into a
     temporary file then uploaded whole to the blob URL `target`."""
     if isinstance(target, str):
@@ -127,12 +131,12 @@ def build(sources: Sequence[Source], target: Path | str) -> Built:
 
         with tempfile.TemporaryDirectory(prefix="anvil-index-") as scratch:
             local = Path(scratch) / "index.anvilidx"
-            built = build(sources, local)
+            built = build(sources, local, progress)
             upload(local, target)
             return built
-    files, urls = read_sources(sources)
+    files, urls = read_sources(sources, progress)
     described = [str(s.folder) if s.site is None else f"{s.folder}={s.site}" for s in sources]
-    version = write(files, target, sources=described, urls=urls)
+    version = write(files, target, sources=described, urls=urls, progress=progress)
     index = KnowledgeIndex.open(target, verify=False)
     try:
         return Built(version, len(files), index.passage_count, target.stat().st_size)

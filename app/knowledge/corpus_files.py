@@ -11,7 +11,7 @@ import errno
 import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from app.knowledge.corpus import CorpusFile
@@ -20,7 +20,7 @@ from app.knowledge.formats import SUFFIXES, UnreadableDocument, read_document
 logger = logging.getLogger(__name__)
 
 
-def read_corpus(corpus_dir: Path) -> list[CorpusFile]:
+def read_corpus(corpus_dir: Path, progress: Callable[[int, int], None] | None = None) -> list[CorpusFile]:
     """Every document under `corpus_dir` (a file with one of `formats.SUFFIXES`), in sorted path
     order.
 
@@ -32,13 +32,18 @@ def read_corpus(corpus_dir: Path) -> list[CorpusFile]:
     skipped with a warning naming them; the rest is read.
 
     Raises `NotADirectoryError` when `corpus_dir` is not a directory, so a misconfigured corpus
-    fails loudly at start-up rather than answering from nothing.
+    fails loudly at start-up rather than answering from nothing. `progress` hears (files read,
+    files found) as reading goes on.
     """
     if not corpus_dir.is_dir():
         raise NotADirectoryError(f"The corpus directory {corpus_dir} does not exist or is not a directory.")
     root = corpus_dir.resolve()
     found = sorted(_walk(root, root, (), (root,)))
-    files = [_read(root, source, real) for source, real in found]
+    files = []
+    for number, (source, real) in enumerate(found, start=1):
+        files.append(_read(root, source, real))
+        if progress is not None:
+            progress(number, len(found))
     return [file for file in files if file is not None]
 
 

@@ -29,6 +29,8 @@ from app.knowledge.tokens import split_compound, tokenize, words
 #: What the lexical index is made of; an index built with other rules is not served.
 LEXICAL = "bm25-snowball-english-1"
 _SEPARATOR = "\0"  # in no term, path or heading word
+#: Hears (stage, done, of) while an index is built: "cutting" files into passages, "indexing" them.
+Progress = Callable[[str, int, int], None]
 
 
 class TextTable:
@@ -204,10 +206,11 @@ def write(
     sources: Sequence[str],
     urls: Mapping[str, str] | None = None,
     mode: int = 0o644,
+    progress: Progress | None = None,
 ) -> str:
     """Build the index of `files` (with the page URL of each source in `urls`) and write it to
     `target` atomically; returns its version."""
-    arrays, content = build_arrays(files, urls=urls)
+    arrays, content = build_arrays(files, urls=urls, progress=progress)
     built = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": list(sources)}
     return write_index(target, arrays, content, built, mode=mode)
 
@@ -217,13 +220,24 @@ def build_arrays(
     passages: Sequence[CorpusPassage] | None = None,
     *,
     urls: Mapping[str, str] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
-    """Every section of the index of `files` (or of bare `passages`), and its content header."""
+    """Every section of the index of `files` (or of bare `passages`), and its content header;
+    `progress` hears how the cutting into passages and their indexing go."""
     if passages is None:
-        passages = [p for file in files for p in file_passages(file)]
+        passages = []
+        for done, file in enumerate(files, start=1):
+            passages.extend(file_passages(file))
+            if progress is not None:
+                progress("cutting", done, len(files))
     documents = list(dict.fromkeys(p.source for p in passages))
-    headings = [tokenize(p.heading) for p in passages]
-    bodies = [_body_tokens(p.text) for p in passages]
+    headings: list[list[str]] = []
+    bodies: list[list[str]] = []
+    for done, passage in enumerate(passages, start=1):
+        headings.append(tokenize(passage.heading))
+        bodies.append(_body_tokens(passage.text))
+        if progress is not None and (done % 1000 == 0 or done == len(passages)):
+            progress("indexing", done, len(passages))
     terms: dict[str, int] = {}
     for tokens in (*bodies, *headings):
         for token in tokens:
@@ -246,7 +260,7 @@ def build_arrays(
     body_ids = [numbered(tokens) for tokens in bodies]
     heading_ids = [numbered(tokens) for tokens in headings]
     holders = [list(dict.fromkeys([*h, *b])) for h, b in zip(heading_ids, body_ids, strict=True)]
-    number = {source: n for n, source in enumerate(documents)}
+    document_number = {source: n for n, source in enumerate(documents)}
     exact: dict[str, list[int]] = {}
     for n, passage in enumerate(passages):
         exact.setdefault(" ".join(words(passage.heading.rsplit(" > ", 1)[-1])), []).append(n)
@@ -260,7 +274,7 @@ def build_arrays(
         **Field.build(holders, size, weighted=False).arrays("holders"),
         "documents": _string_list(documents),
         "documents.url": _string_list([(urls or {}).get(source, "") for source in documents]),
-        "passage.document": np.array([number[p.source] for p in passages], dtype=np.int32),
+        "passage.document": np.array([document_number[p.source] for p in passages], dtype=np.int32),
         **TextTable.arrays("passage.heading", (p.heading for p in passages)),
         **TextTable.arrays("passage.text", (p.text for p in passages)),
         "file.source": _string_list([f.source for f in files]),

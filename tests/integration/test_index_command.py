@@ -46,8 +46,11 @@ def test_a_built_index_is_served_with_the_answers_of_the_folder_it_was_built_fro
     target = tmp_path / "out" / "docs.anvilidx"
     ran = anvil("index", str(DOCS), "--output", str(target))
     assert ran.returncode == 0, ran.stderr
-    (line,) = ran.stderr.splitlines()
+    *stages, line = ran.stderr.splitlines()
     assert line.startswith("anvil: indexed ") and f"into {target}: version " in line
+    # Not a terminal: a plain line as each stage ends, no carriage return.
+    assert [stage.split(" ", 2)[1] for stage in stages] == ["read", "cut", "indexed"]
+    assert "\r" not in ran.stderr
     assert ran.stdout == ""
     questions = ("How long does a conversation live?", "How do I register Anvil in API Management?")
     version = line.split("version ", 1)[1].split(",", 1)[0]
