@@ -1,9 +1,10 @@
 """Building a knowledge index from folders (`anvil index`), and the start-up cache of one.
 
 Without `ANVIL_INDEX`, `anvil serve` indexes `ANVIL_CORPUS_DIR` as before, but keeps the index in
-the data folder under the corpus's content hash: a restart over an unchanged folder opens it
-instead of building it again, and a changed file (or another version of Anvil's lexical rules)
-gives another hash, so the index is built anew and the old one removed.
+the data folder under the corpus's content hash (of the files' paths and bytes, read but not
+parsed): a restart over an unchanged folder opens it without parsing a document, and a changed
+file (or another version of Anvil) gives another hash, so the index is built anew and the old
+one removed.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app import __version__
 from app.knowledge.artifact import FORMAT, InvalidIndex
 from app.knowledge.corpus import CorpusFile
-from app.knowledge.corpus_files import document_of, read_corpus
+from app.knowledge.corpus_files import document_of, parse_corpus, read_bytes, read_corpus
 from app.knowledge.formats import SUFFIXES
 from app.knowledge.index import LEXICAL, KnowledgeIndex, Progress, write
 from app.private_files import PRIVATE_FILE, describe, private_folder
@@ -144,14 +146,14 @@ def build(sources: Sequence[Source], target: Path | str, progress: Progress | No
         index.close()
 
 
-def corpus_key(files: Sequence[CorpusFile], site: str | None = None) -> str:
-    """A hash of what an index of `files` (published under `site`) holds, and of the rules it is
-    built by."""
-    digest = hashlib.sha256(f"{FORMAT}\0{LEXICAL}\0{site or ''}\0".encode())
-    for file in files:
-        for part in (file.source, file.title, file.text, file.published or ""):
-            encoded = part.encode()
-            digest.update(len(encoded).to_bytes(8, "little") + encoded)
+def corpus_key(contents: Sequence[tuple[str, bytes]], site: str | None = None) -> str:
+    """A hash of the files an index is built from (each path and its bytes), of the site they are
+    published at, and of the version of Anvil that reads and indexes them."""
+    digest = hashlib.sha256(f"{__version__}\0{FORMAT}\0{LEXICAL}\0{site or ''}\0".encode())
+    for source, data in contents:
+        encoded = source.encode()
+        digest.update(len(encoded).to_bytes(8, "little") + encoded + len(data).to_bytes(8, "little"))
+        digest.update(data)
     return digest.hexdigest()[:32]
 
 
@@ -159,13 +161,15 @@ def cached_index(corpus_dir: Path, cache_dir: Path, site: str | None = None) -> 
     """The index of `corpus_dir` (its pages published under `site`, if given), opened from
     `cache_dir` if built before, else built and kept there; built in memory only when the cache
     cannot be written (with a warning saying why)."""
-    files, urls = read_sources([Source(corpus_dir, site)])
-    path = cache_dir / f"{corpus_key(files, site)}{SUFFIX}"
+    contents = read_bytes(corpus_dir)
+    path = cache_dir / f"{corpus_key(contents, site)}{SUFFIX}"
     if path.is_file():
         try:
             return KnowledgeIndex.open(path)
         except InvalidIndex as error:
             logger.warning("corpus: the cached index cannot be served (%s); building it again", error)
+    files = parse_corpus(corpus_dir, contents)
+    urls = {f.source: url for f in files if (url := _url_of(site, f.source, f.published))}
     try:
         private_folder(cache_dir)
         write(files, path, sources=[str(corpus_dir)], urls=urls, mode=PRIVATE_FILE)

@@ -35,15 +35,30 @@ def read_corpus(corpus_dir: Path, progress: Callable[[int, int], None] | None = 
     fails loudly at start-up rather than answering from nothing. `progress` hears (files read,
     files found) as reading goes on.
     """
+    return parse_corpus(corpus_dir, read_bytes(corpus_dir), progress)
+
+
+def read_bytes(corpus_dir: Path) -> list[tuple[str, bytes]]:
+    """(source, contents) of every file `read_corpus` reads, before any is parsed: what the
+    start-up cache's key is made of, so that an unchanged folder is opened without parsing it.
+    What cannot be read is skipped with a warning, as `read_corpus` says."""
     if not corpus_dir.is_dir():
         raise NotADirectoryError(f"The corpus directory {corpus_dir} does not exist or is not a directory.")
     root = corpus_dir.resolve()
-    found = sorted(_walk(root, root, (), (root,)))
+    found = ((source, _read(root, source, real)) for source, real in sorted(_walk(root, root, (), (root,))))
+    return [(source, data) for source, data in found if data is not None]
+
+
+def parse_corpus(
+    corpus_dir: Path, contents: list[tuple[str, bytes]], progress: Callable[[int, int], None] | None = None
+) -> list[CorpusFile]:
+    """The documents of `read_bytes(corpus_dir)`, each read as its ending says (see `read_corpus`)."""
+    root = corpus_dir.resolve()
     files = []
-    for number, (source, real) in enumerate(found, start=1):
-        files.append(_read(root, source, real))
+    for number, (source, data) in enumerate(contents, start=1):
+        files.append(document_of(data, source, str(root / source)))
         if progress is not None:
-            progress(number, len(found))
+            progress(number, len(contents))
     return [file for file in files if file is not None]
 
 
@@ -106,8 +121,8 @@ def _walk(
             yield source, real
 
 
-def _read(root: Path, source: str, real: Path) -> CorpusFile | None:
-    """The corpus file `source` read from `real`; None, with a warning, when it cannot be."""
+def _read(root: Path, source: str, real: Path) -> bytes | None:
+    """The bytes of corpus file `source`, read from `real`; None, with a warning, when they cannot be."""
     try:
         # No link is followed here any more: `real` was resolved and checked to be in the corpus.
         # O_NONBLOCK: a FIFO named like a document would otherwise block the start-up on open.
@@ -121,7 +136,7 @@ def _read(root: Path, source: str, real: Path) -> CorpusFile | None:
     except OSError as error:
         _skip(root, source, f"it cannot be read ({error.strerror or error})")
         return None
-    return document_of(data, source, str(root / source))
+    return data
 
 
 def document_of(data: bytes, source: str, where: str) -> CorpusFile | None:
