@@ -12,8 +12,8 @@ and measures side by side, each `anvil serve` pinned to core 1 with a new data f
 - the restart over the unchanged folder (its index kept in the data folder);
 - `anvil index` (its time and the size of the file) and `ANVIL_INDEX` set: exec to the first
   answered `ask`, and peak RSS.
-At the largest size it then drives one-shot asks at the opened index (16 connections, 5 s) for
-p50 and p99. The figures are printed as a table, and plotted (start-up and peak RSS against
+At the largest size it then drives one-shot asks at the opened index (1 connection, then 16; 5 s
+each) for p50 and p99. The figures are printed as a table, and plotted (start-up and peak RSS against
 corpus size, both ways) into an SVG file (`--plot`).
 """
 
@@ -159,7 +159,10 @@ def run(corpus: Path, sizes: list[float], plot: Path) -> None:
             load = None
             if server is not None:
                 try:
-                    load = drive(server, flow="modern", ids=0, seconds=5)
+                    load = (
+                        drive(server, flow="modern", ids=0, seconds=5, connections=1),
+                        drive(server, flow="modern", ids=0, seconds=5),
+                    )
                 finally:
                     server.process.terminate()
                     server.process.wait(10)
@@ -194,10 +197,12 @@ def run(corpus: Path, sizes: list[float], plot: Path) -> None:
         )
     load = rows[-1][-2]
     if load is not None:
-        print(
-            f"\none-shot asks at the opened index of {rows[-1][2] / MB:.1f} MB, 16 connections: "
-            f"p50 {load.p50_ms:.1f} ms, p99 {load.p99_ms:.1f} ms, {load.errors} errors"
-        )
+        for connections, result in zip((1, 16), load, strict=True):
+            print(
+                f"one-shot asks at the opened index of {rows[-1][2] / MB:.1f} MB, {connections} "
+                f"connection{'s' if connections > 1 else ''}: p50 {result.p50_ms:.1f} ms, "
+                f"p99 {result.p99_ms:.1f} ms, {result.calls_per_second:.0f} asks/s, {result.errors} errors"
+            )
     write_plot(plot, rows)
     print(f"plot: {plot}")
 
