@@ -138,12 +138,8 @@ def build(sources: Sequence[Source], target: Path | str, progress: Progress | No
             return built
     files, urls = read_sources(sources, progress)
     described = [str(s.folder) if s.site is None else f"{s.folder}={s.site}" for s in sources]
-    version = write(files, target, sources=described, urls=urls, progress=progress)
-    index = KnowledgeIndex.open(target, verify=False)
-    try:
-        return Built(version, len(files), index.passage_count, target.stat().st_size)
-    finally:
-        index.close()
+    version, content = write(files, target, sources=described, urls=urls, progress=progress)
+    return Built(version, len(files), int(content["passages"]), target.stat().st_size)
 
 
 def corpus_key(contents: Sequence[tuple[str, bytes]], site: str | None = None) -> str:

@@ -207,12 +207,12 @@ def write(
     urls: Mapping[str, str] | None = None,
     mode: int = 0o644,
     progress: Progress | None = None,
-) -> str:
+) -> tuple[str, dict[str, Any]]:
     """Build the index of `files` (with the page URL of each source in `urls`) and write it to
-    `target` atomically; returns its version."""
+    `target` atomically; returns its version and its content header (what it holds)."""
     arrays, content = build_arrays(files, urls=urls, progress=progress)
     built = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": list(sources)}
-    return write_index(target, arrays, content, built, mode=mode)
+    return write_index(target, arrays, content, built, mode=mode), content
 
 
 def build_arrays(

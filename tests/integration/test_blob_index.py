@@ -4,42 +4,15 @@ to it, and keeps serving when a damaged one is uploaded."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 from support.anvil_server import AnvilServer, run_anvil
-from support.azurite import Azurite, not_installed, run_azurite
-from support.preloaded_anvil import preloaded_anvil_command
+from support.anvil_server import anvil_run as anvil
+from support.azurite import Azurite
 
 CONNECTION = "AZURE_STORAGE_CONNECTION_STRING"
-
-
-@pytest.fixture(scope="module")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
-    problem = not_installed()
-    if problem is not None:
-        pytest.fail(problem)
-    with run_azurite(tmp_path_factory.mktemp("azurite")) as server:
-        server.create_container("indexes")
-        server.create_container("docs")
-        yield server
-
-
-def anvil(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")} | env
-    return subprocess.run(
-        [*preloaded_anvil_command(), *args],
-        env=child_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def folder(tmp_path: Path, name: str, text: str) -> Path:

@@ -7,12 +7,11 @@ from __future__ import annotations
 import io
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.anvil_server import free_port
-from support.azurite import ACCOUNT, Azurite, not_installed, run_azurite
+from support.azurite import ACCOUNT, Azurite
 
 from app.blob_urls import BlobStorageError, is_blob_url, parse_blob_url
 from app.knowledge import blob
@@ -23,17 +22,6 @@ from app.knowledge.index import KnowledgeIndex, write
 #: Larger than three download ranges, so that a download takes several requests.
 LARGE = 2 * blob.CHUNK_BYTES + 12345
 WRONG_KEY = "d3Jvbmcta2V5LXdyb25nLWtleS13cm9uZy1rZXktd3Jvbmcta2V5LXdyb25nLWtleS13cm9uZw=="
-
-
-@pytest.fixture(scope="module")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
-    problem = not_installed()
-    if problem is not None:
-        pytest.fail(problem)
-    with run_azurite(tmp_path_factory.mktemp("azurite")) as server:
-        for container in ("indexes", "docs"):
-            server.create_container(container)
-        yield server
 
 
 @pytest.fixture
@@ -61,7 +49,7 @@ def test_an_index_uploaded_reads_back_whole_with_the_etag_upload_returned(emulat
     intro = CorpusFile(
         source="intro.md", title="Intro", text="# Intro\n\nAnvil keeps its index in Blob Storage.\n"
     )
-    version = write([intro], tmp_path / "local.anvilidx", sources=["docs"])
+    version, _ = write([intro], tmp_path / "local.anvilidx", sources=["docs"])
     url = fresh_url(emulator)
 
     etag = upload(tmp_path / "local.anvilidx", url)

@@ -5,29 +5,15 @@ one line saying why."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import httpx
 from support.anvil_server import AnvilServer, free_port, run_anvil
-from support.preloaded_anvil import preloaded_anvil_command
+from support.anvil_server import anvil_run as anvil
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-
-
-def anvil(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")} | env
-    return subprocess.run(
-        [*preloaded_anvil_command(), *args],
-        env=child_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def asked(server: AnvilServer, question: str) -> dict[str, object]:

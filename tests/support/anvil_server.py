@@ -180,3 +180,17 @@ def _seed_docs_index(data_dir: Path, env: Mapping[str, str]) -> None:
     cache.mkdir(mode=0o700, parents=True)
     shutil.copyfile(_docs_index(), cache / _docs_index().name)
     (cache / _docs_index().name).chmod(0o600)
+
+
+def anvil_run(*args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
+    """`anvil ARGS` to its end, with only the given ANVIL_ variables set (a child of the
+    preloaded interpreter), its output captured as text."""
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")} | env
+    return subprocess.run(
+        [*preloaded_anvil_command(), *args],
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
