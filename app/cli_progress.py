@@ -13,7 +13,10 @@ _STAGES = {
     "reading": ("files read", "read {of:,} files"),
     "cutting": ("files cut into passages", "cut {of:,} files into passages"),
     "indexing": ("passages indexed", "indexed {of:,} passages"),
+    "embedding": ("passages embedded", "embedded {of:,} passages"),
 }
+#: Off a terminal, a stage still going after this long says how far it is, this often.
+_LOG_EVERY = 60.0
 
 
 class IndexProgress:
@@ -37,6 +40,12 @@ class IndexProgress:
             self._stream.write(f"\r\x1b[K{line}\n" if self._terminal else f"{line}\n")
         elif self._terminal and now - self._shown >= 0.1:
             self._shown = now
-            left = (now - self._began) / max(done, 1) * (of - done)
-            self._stream.write(f"\r\x1b[Kanvil: {done:,} of {of:,} {counted}, about {left:.0f} s left")
+            self._stream.write(f"\r\x1b[K{self._line(done, of, counted, now)}")
+        elif not self._terminal and now - max(self._shown, self._began) >= _LOG_EVERY:
+            self._shown = now
+            self._stream.write(f"{self._line(done, of, counted, now)}\n")
         self._stream.flush()
+
+    def _line(self, done: int, of: int, counted: str, now: float) -> str:
+        left = (now - self._began) / max(done, 1) * (of - done)
+        return f"anvil: {done:,} of {of:,} {counted}, about {left:.0f} s left"

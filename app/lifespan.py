@@ -28,6 +28,7 @@ from app.domain.ports import AnswerEngine, ConversationStore, IndexStatus, Verif
 from app.domain.turn_queue import TurnQueue
 from app.private_files import private_folder
 from app.settings import Settings
+from app.settings.embeddings import EmbeddingSettings
 from app.settings.engines import EngineSettings
 from app.stores.factory import open_store
 from app.telemetry.instruments import Telemetry
@@ -35,6 +36,7 @@ from app.telemetry.traced import TracedEngine, TracedStore
 
 if TYPE_CHECKING:
     from app.adapters.engines.retrieval import RetrievalEngine
+    from app.knowledge.build import PendingVectors
     from app.knowledge.refresh import IndexSource
 
 logger = logging.getLogger(__name__)
@@ -70,20 +72,31 @@ def runtime_of(scope: Mapping[str, Any]) -> Runtime:
 
 
 async def open_engine(
-    settings: EngineSettings, stack: AsyncExitStack, cache_dir: Path, telemetry: Telemetry
+    settings: EngineSettings,
+    embeddings: EmbeddingSettings,
+    stack: AsyncExitStack,
+    cache_dir: Path,
+    telemetry: Telemetry,
 ) -> tuple[AnswerEngine, Callable[[], IndexStatus] | None]:
     """The configured answer engine, and what its knowledge index is (None for echo, which reads
     none). The index is opened (`ANVIL_INDEX`, then refreshed every `ANVIL_INDEX_REFRESH_SECONDS`),
-    or built from the corpus folder and kept in `cache_dir`, off the event loop.
+    or built from the corpus folder and kept in `cache_dir`, off the event loop; its passages are
+    embedded in the background when they have no vectors yet.
 
-    The language-model engines answer from the same index as the embedded one.
+    The language-model engines answer from the same index (and embedder) as the embedded one.
     """
     if settings.answer_engine == "echo":
         from app.adapters.engines.echo import EchoEngine
 
         return EchoEngine(), None
+    from app.adapters.embeddings.factory import open_embedder
     from app.adapters.engines.retrieval import RetrievalEngine
     from app.knowledge.artifact import InvalidIndex
+
+    embedder = await anyio.to_thread.run_sync(open_embedder, embeddings, settings)
+    if embedder is not None:
+        stack.callback(embedder.close)
+    pending: PendingVectors | None = None
 
     if settings.index is not None:
         from app.knowledge.refresh import source_of
@@ -97,21 +110,41 @@ async def open_engine(
         except OSError as error:
             reason = error.strerror if error.strerror and error.filename else str(error)
             raise RuntimeError(f"ANVIL_INDEX: cannot open {settings.index}: {reason}") from None
-        retrieval = RetrievalEngine(index)
+        try:
+            index.check_embedder(None if embedder is None else embedder.name)
+        except InvalidIndex as error:
+            index.close()
+            raise RuntimeError(f"ANVIL_INDEX: {error}") from None
+        retrieval = RetrievalEngine(index, embedder)
         if settings.index_refresh_seconds:
             await _refresh(retrieval, source, seen, settings.index_refresh_seconds, stack, telemetry)
     else:
         corpus = settings.corpus_path()
         if not corpus.is_dir():
-            raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of Markdown files")
-        retrieval = await anyio.to_thread.run_sync(
-            RetrievalEngine.build, corpus, cache_dir, settings.corpus_site
+            raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of documents")
+        from app.knowledge.build import open_cached
+
+        index, pending = await anyio.to_thread.run_sync(
+            open_cached, corpus, cache_dir, settings.corpus_site, embedder
         )
+        retrieval = RetrievalEngine.serving(index, embedder, corpus)
     stack.callback(lambda: retrieval.index.close())
+    if pending is not None:
+        await _embed_in_background(retrieval, pending, stack)
 
     def status() -> IndexStatus:
         served = retrieval.index
-        return IndexStatus(served.version, served.passage_count, served.document_count, served.built_at)
+        embedded = served.passage_count if served.vectors is not None else 0
+        if pending is not None and served.vectors is None:
+            embedded = served.passage_count - pending.missing + pending.done
+        return IndexStatus(
+            served.version,
+            served.passage_count,
+            served.document_count,
+            served.built_at,
+            embedder=None if embedder is None else embedder.name,
+            embedded=embedded,
+        )
 
     if settings.answer_engine == "retrieval":
         return retrieval, status
@@ -120,6 +153,38 @@ async def open_engine(
     engine = open_chat_engine(settings, retrieval)
     stack.push_async_callback(engine.aclose)
     return engine, status
+
+
+async def _embed_in_background(
+    retrieval: RetrievalEngine, pending: PendingVectors, stack: AsyncExitStack
+) -> None:
+    """Embed the passages `pending` lacks in a worker thread, then serve the index with its
+    vectors; until then questions are ranked by words. Shutting down stops it between batches."""
+    from app.knowledge.build import EmbeddingCancelled
+
+    async def embed() -> None:
+        embedder = retrieval.embedder
+        logger.info(
+            "index: embedding %d passages with %s in the background; until it is done, questions "
+            "are ranked by words alone",
+            pending.missing,
+            None if embedder is None else embedder.name,
+        )
+        try:
+            index = await anyio.to_thread.run_sync(pending.run, abandon_on_cancel=True)
+        except EmbeddingCancelled:
+            return
+        except Exception:  # the lexical index goes on serving
+            logger.exception("index: embedding the passages failed; questions stay ranked by words alone")
+            return
+        retrieval.swap(index)
+        logger.info("index: %d passages embedded; questions are ranked by words and meaning", pending.missing)
+
+    tasks = await stack.enter_async_context(anyio.create_task_group())
+    tasks.start_soon(embed)
+    stack.callback(tasks.cancel_scope.cancel)
+    # Closed first (last in): the thread stops at its next batch.
+    stack.callback(pending.cancel)
 
 
 async def _refresh(
@@ -151,7 +216,9 @@ async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Tel
     opened: ConversationStore = await open_store(settings, ttl_seconds=settings.history_ttl_seconds)
     stack.push_async_callback(opened.aclose)
     store = TracedStore(opened, telemetry, settings.store)
-    engine, knowledge = await open_engine(settings, stack, settings.data_dir / INDEX_CACHE, telemetry)
+    engine, knowledge = await open_engine(
+        settings, settings, stack, settings.data_dir / INDEX_CACHE, telemetry
+    )
     engine = TracedEngine(engine, telemetry, settings.model_name)
     auth = await open_auth(settings)
     if auth.aclose is not None:

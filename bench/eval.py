@@ -1,11 +1,18 @@
-"""Answer quality: ask a live Anvil a set of questions about a corpus and score the sources it cites.
+"""Answer quality: ask Anvil sets of questions about corpora and score the sources it cites.
 
-    .venv/bin/python bench/eval.py --corpus DIR --questions FILE [--url URL --token TOKEN]
+    .venv/bin/python bench/eval.py [--sets DIR] [--ranking lexical,vector,hybrid]
+    .venv/bin/python bench/eval.py --corpus DIR --questions FILE [--ranking ...]
+    .venv/bin/python bench/eval.py --corpus DIR --questions FILE --serve | --url URL [--token TOKEN]
 
-Without `--url`, starts `anvil serve` on a free loopback port with `ANVIL_CORPUS_DIR=DIR`, a
+The first form scores every set of `DIR` (default: the `eval` folder of the shared data beside
+the checkout: each `NAME-questions.json` with its `NAME-docs/`) with each ranking, in process:
+the embedded engine over the corpus's index, kept (with its vectors, embedded once by the
+`local` embedder) under `.anvil/eval-cache/`, and a table at the end. The second scores one set.
+With `--serve`, starts `anvil serve` on a free loopback port with `ANVIL_CORPUS_DIR=DIR`, a
 scratch data folder and the other `ANVIL_*` settings of the environment (dev sign-in and the
-embedded engine unless they say otherwise), and always stops it. With `--url`, asks that server instead
-(`--token`, or a dev token minted from `--data-dir`, signs the conversation turns in).
+embedded engine unless they say otherwise), waits until its passages are embedded, and always
+stops it; with `--url`, asks that server instead (`--token`, or a dev token minted from
+`--data-dir`, signs the conversation turns in).
 
 The questions file holds `single` questions (`q` and the expected `file`), `off_topic` questions
 (a good answer cites nothing) and `follow_ups` (`then` asked right after `first` in the same
@@ -15,6 +22,9 @@ conversation, answered from `file`). Every question goes to `POST /api/ask`:
 - `off_topic`: one-shot, and as the second turn of a fresh conversation whose first turn is an
   on-topic question; refused when the answer cites no source.
 - `follow_ups`: a fresh conversation per pair; right when the first source of `then` is `file`.
+
+In process, a question goes to the engine as `POST /api/ask` would send it, with the
+conversation's earlier turns.
 """
 
 from __future__ import annotations
@@ -32,12 +42,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-START_TIMEOUT = 60.0
+#: A first start over a large corpus embeds its passages (about 5 a second on 2 cores).
+START_TIMEOUT = 3600.0
+RANKINGS = ("lexical", "vector", "rrf", "hybrid")
+SETS = ROOT.parent / "shared" / "eval"
 
 
 @dataclass
@@ -110,19 +123,24 @@ def served(corpus: Path) -> Iterator[tuple[str, str]]:
 
 
 def wait_until_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    """Poll `/healthz` until it answers; fail with the server's log if it exits or never does."""
+    """Poll `/readyz` until it answers and every passage of its index has its vector (a first
+    start embeds them in the background); fail with the server's log if it exits or never does."""
     deadline = time.monotonic() + START_TIMEOUT
     with httpx.Client(timeout=2.0) as client:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 raise RuntimeError(f"anvil serve exited with {process.returncode}:\n{log.read_text()}")
             try:
-                if client.get(f"{url}/healthz").status_code == 200:
+                reply = client.get(f"{url}/readyz")
+                index = reply.json().get("index") or {} if reply.status_code == 200 else None
+                if index is not None and (
+                    not index.get("embedder") or index["embedded"] >= index["passages"]
+                ):
                     return
             except httpx.TransportError:
                 pass
-            time.sleep(0.05)  # readiness poll interval
-    raise RuntimeError(f"anvil serve did not become ready in {START_TIMEOUT}s:\n{log.read_text()}")
+            time.sleep(0.2)  # readiness poll interval
+    raise RuntimeError(f"anvil serve was not ready in {START_TIMEOUT}s:\n{log.read_text()}")
 
 
 class Asker:
@@ -143,6 +161,42 @@ class Asker:
             raise SystemExit(f"eval: ask {question!r} failed with {response.status_code}: {response.text}")
         reply: dict[str, Any] = response.json()
         return reply
+
+
+class Past(NamedTuple):
+    question: str
+    answer: str
+
+
+class InProcess:
+    """Asks the embedded engine directly, keeping each conversation's turns as the service does."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._turns: dict[str, list[Any]] = {}
+
+    def ask(self, question: str, conversation_id: str | None = None) -> dict[str, Any]:
+        import anyio
+
+        history = self._turns.setdefault(conversation_id, []) if conversation_id else []
+        answer = anyio.run(self._engine.answer, question, list(history))
+        if conversation_id:
+            history.append(Past(question, answer.text))
+        return {"answer": answer.text, "sources": [{"source": p.source} for p in answer.sources]}
+
+
+def engines(corpus: Path, rankings: list[str]) -> dict[str, Any]:
+    """The embedded engine over `corpus` for each ranking, sharing one index (with vectors)."""
+    sys.path.insert(0, str(ROOT))
+    from app.adapters.embeddings.local import LocalEmbedder
+    from app.adapters.engines.retrieval import RetrievalEngine
+
+    embedder = LocalEmbedder()
+    cache = ROOT / ".anvil" / "eval-cache" / corpus.resolve().name
+    started = time.monotonic()
+    built = RetrievalEngine.build(corpus, cache, embedder=embedder)
+    print(f"eval: {corpus.name}: {built.passage_count} passages, ready in {time.monotonic() - started:.1f} s")
+    return {ranking: RetrievalEngine(built.index, embedder, ranking=ranking) for ranking in rankings}
 
 
 def sources(reply: dict[str, Any]) -> list[str]:
@@ -208,27 +262,75 @@ def report(scores: Scores) -> None:
             print(f"  {miss}")
 
 
+def table(rows: list[tuple[str, str, Scores]]) -> None:
+    """The scores of every set and ranking, as the Markdown table of docs/answers.md."""
+    print("| set | ranking | hit@1 | hit@3 | off-topic refused | in a conversation | follow-ups |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, ranking, scores in rows:
+        print(
+            f"| {name} | {ranking} | {scores.hit1 / max(scores.single, 1):.2f} | "
+            f"{scores.hit3 / max(scores.single, 1):.2f} | {scores.refused_one_shot}/{scores.off_topic} | "
+            f"{scores.refused_in_conversation}/{scores.off_topic} | "
+            f"{scores.follow_ups_right}/{scores.follow_ups} |"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--corpus", type=Path, required=True, help="Markdown folder to answer from")
-    parser.add_argument("--questions", type=Path, required=True, help="JSON question set")
+    parser.add_argument(
+        "--sets", type=Path, default=SETS, help="folder of NAME-questions.json and NAME-docs/"
+    )
+    parser.add_argument("--corpus", type=Path, help="folder of documents to answer from")
+    parser.add_argument("--questions", type=Path, help="JSON question set about --corpus")
+    parser.add_argument("--ranking", default=",".join(RANKINGS), help="in process: comma-separated rankings")
+    parser.add_argument("--serve", action="store_true", help="ask a server started over --corpus")
     parser.add_argument("--url", help="ask this running server instead of starting one")
     parser.add_argument("--token", help="bearer token for --url (default: minted from --data-dir)")
     parser.add_argument("--data-dir", type=Path, default=Path(".anvil"), help="data folder of --url's server")
+    parser.add_argument("--misses", action="store_true", help="list every miss")
     args = parser.parse_args()
-    questions = json.loads(args.questions.read_text(encoding="utf-8"))
-    with httpx.Client(timeout=30.0) as client:
-        if args.url:
-            token = args.token or mint_token(args.data_dir)
-            scores = evaluate(Asker(client, args.url.rstrip("/"), token), questions)
-        else:
-            if not args.corpus.is_dir():
-                parser.error(f"--corpus {args.corpus} is not a directory")
-            with served(args.corpus) as (url, token):
-                scores = evaluate(Asker(client, url, token), questions)
-    report(scores)
+    rankings = [r for r in args.ranking.split(",") if r]
+    if any(r not in RANKINGS for r in rankings):
+        parser.error(f"--ranking takes {', '.join(RANKINGS)}")
+    if (args.corpus is None) != (args.questions is None):
+        parser.error("--corpus and --questions go together")
+    if args.corpus is not None and not args.corpus.is_dir():
+        parser.error(f"--corpus {args.corpus} is not a directory")
+    if args.url or args.serve:
+        if args.questions is None:
+            parser.error("--serve and --url need --corpus and --questions")
+        questions = json.loads(args.questions.read_text(encoding="utf-8"))
+        with httpx.Client(timeout=60.0) as client:
+            if args.url:
+                token = args.token or mint_token(args.data_dir)
+                scores = evaluate(Asker(client, args.url.rstrip("/"), token), questions)
+            else:
+                with served(args.corpus) as (url, token):
+                    scores = evaluate(Asker(client, url, token), questions)
+        report(scores)
+        return 0
+    if args.questions is not None:
+        sets = [(args.questions.stem.removesuffix("-questions"), args.corpus, args.questions)]
+    else:
+        found = sorted(args.sets.glob("*-questions.json"))
+        sets = [
+            (q.stem.removesuffix("-questions"), args.sets / f"{q.stem.removesuffix('-questions')}-docs", q)
+            for q in found
+        ]
+        if not sets:
+            parser.error(f"{args.sets} holds no NAME-questions.json with its NAME-docs/")
+    rows: list[tuple[str, str, Scores]] = []
+    for name, corpus, path in sets:
+        questions = json.loads(path.read_text(encoding="utf-8"))
+        for ranking, engine in engines(corpus, rankings).items():
+            scores = evaluate(InProcess(engine), questions)
+            rows.append((name, ranking, scores))
+            if args.misses:
+                print(f"-- {name}, {ranking}")
+                report(scores)
+    table(rows)
     return 0
 
 

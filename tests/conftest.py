@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
-from support.anvil_server import AnvilServer, run_anvil
+from support.anvil_server import TEST_DEFAULTS, AnvilServer, run_anvil
+
+# In-process apps read their settings from the environment too: the same defaults as the servers.
+for _name, _value in TEST_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@
 - `AnswerEngine`: what turns a question into an answer (retrieval, echo, a language model).
 - `Verifier`: what turns a bearer token into the caller it proves (dev issuer, Entra ID).
 - `IndexStatus`: what the served knowledge index is, for readiness.
+- `Embedder`: what turns passages and questions into vectors (local model, an embeddings API).
 
 Adapters implement them (`app/adapters/`); `create_app` chooses which, from the settings.
 """
@@ -14,8 +15,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from app.domain.conversation import Conversation, ConversationPage
 from app.domain.principal import Principal
+
+#: Vectors of an embedder: one float32 row per text.
+Vectors = npt.NDArray[np.float32]
 
 # --- The knowledge index ------------------------------------------------------------------------
 
@@ -29,6 +36,32 @@ class IndexStatus:
     passages: int
     documents: int
     built_at: float | None
+    #: The embedder its passage vectors come from; None for an index ranked by words alone.
+    embedder: str | None = None
+    #: How many of its passages have their vector (all but while they are being embedded).
+    embedded: int = 0
+
+
+class Embedder(Protocol):
+    """Turns texts into unit-length vectors whose dot product says how alike they mean.
+
+    `name` says which model (and adapter) made a vector: vectors of two embedders never compare,
+    so an index is served only with the embedder its passages were embedded by. `embed` blocks
+    (run it off the event loop); a question and a passage may be embedded differently
+    (`query=True` for a question). It raises `EngineFailed` or `Unavailable` when it cannot.
+    """
+
+    name: str
+    #: Passages per call when an index is built.
+    batch_size: int
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> Vectors:
+        """One row per text, float32, each of length 1."""
+        ...
+
+    def close(self) -> None:
+        """Release what it holds (a model, an HTTP client)."""
+        ...
 
 
 # --- Conversation stores ------------------------------------------------------------------------

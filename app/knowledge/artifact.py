@@ -3,7 +3,7 @@
 Layout: the magic `ANVILIDX`, the length of a JSON header (8 bytes, little-endian), the header,
 then each section at an offset that is a multiple of 64. The header names the format, the
 index's version, what it was built from and when, and every section's place, length, dtype and
-shape. A section is an array of fixed-size numbers (`int32`, `int64`, `float64`) or bytes
+shape. A section is an array of fixed-size numbers (`int32`, `int64`, `float32`, `float64`) or bytes
 (`uint8`: UTF-8 text tables).
 
 The version is a SHA-256 over the sections and the header's `content` (not over when it was
@@ -38,7 +38,7 @@ MAGIC = b"ANVILIDX"
 #: The layout this version of Anvil writes and reads.
 FORMAT = 1
 _ALIGN = 64
-_DTYPES = frozenset({"int32", "int64", "float64", "uint8"})
+_DTYPES = frozenset({"int32", "int64", "float32", "float64", "uint8"})
 _HASH_CHUNK = 1 << 20
 
 

@@ -201,6 +201,20 @@ def download(url: str, into: BinaryIO) -> str:
     )
 
 
+def download_if_present(url: str, path: Path) -> bool:
+    """Write the blob at `url` to the file `path`; False (and no file) when there is none. A
+    rebuild reads the index it replaces this way, to reuse its vectors."""
+    if blob_version(url) is None:
+        return False
+    try:
+        with open(path, "wb") as into:
+            download(url, into)
+    except ResourceNotFoundError:  # deleted since it was looked at
+        path.unlink(missing_ok=True)
+        return False
+    return True
+
+
 def upload(path: Path, url: str) -> str:
     """Put the file at `path` at `url`, replacing any blob there, and return the new ETag. The
     blob is committed whole: a reader gets the old one or this one."""

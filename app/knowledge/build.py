@@ -5,6 +5,12 @@ the data folder under the corpus's content hash (of the files' paths and bytes, 
 parsed): a restart over an unchanged folder opens it without parsing a document, and a changed
 file (or another version of Anvil) gives another hash, so the index is built anew and the old
 one removed.
+
+With an embedder, the key names it too, and the passages' vectors go into the kept index. Those
+take long to compute on a CPU (seconds for a page), so a first start over a new corpus serves
+its lexical index at once and embeds in the background (`PendingVectors`); the index with vectors
+replaces it when done. Vectors of an earlier index kept there are reused by key, so a changed
+file costs the embeddings of its changed passages only.
 """
 
 from __future__ import annotations
@@ -12,16 +18,28 @@ from __future__ import annotations
 import hashlib
 import logging
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy.typing as npt
 
 from app import __version__
 from app.knowledge.artifact import FORMAT, InvalidIndex
 from app.knowledge.corpus import CorpusFile
 from app.knowledge.corpus_files import document_of, parse_corpus, read_bytes, read_corpus
 from app.knowledge.formats import SUFFIXES
-from app.knowledge.index import LEXICAL, KnowledgeIndex, Progress, write
+from app.knowledge.index import (
+    LEXICAL,
+    KnowledgeIndex,
+    Progress,
+    add_vectors,
+    build_arrays,
+    write_arrays,
+)
+from app.knowledge.vectors import PassageEmbedder, Vectors, reusable
 from app.private_files import PRIVATE_FILE, describe, private_folder
 
 logger = logging.getLogger(__name__)
@@ -38,6 +56,8 @@ class Built:
     files: int
     passages: int
     bytes: int
+    #: How many passages were embedded (the others' vectors were reused); None without an embedder.
+    embedded: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,27 +145,67 @@ def read_sources(
     return files, urls
 
 
-def build(sources: Sequence[Source], target: Path | str, progress: Progress | None = None) -> Built:
+def build(
+    sources: Sequence[Source],
+    target: Path | str,
+    progress: Progress | None = None,
+    *,
+    embedder: PassageEmbedder | None = None,
+    previous: Sequence[Path] = (),
+) -> Built:
     """Index the documents of `sources` into the file `target` (written atomically), or into a
-    temporary file then uploaded whole to the blob URL `target`."""
+    temporary file then uploaded whole to the blob URL `target`; with `embedder`, their passages'
+    vectors too, reusing those of the indexes at `previous` (and of `target` itself, when it is a
+    file that is there) for passages whose text they already embedded."""
     if isinstance(target, str):
-        from app.knowledge.blob import upload
+        from app.knowledge.blob import download_if_present, upload
 
         with tempfile.TemporaryDirectory(prefix="anvil-index-") as scratch:
             local = Path(scratch) / "index.anvilidx"
-            built = build(sources, local, progress)
+            earlier = list(previous)
+            if embedder is not None and download_if_present(target, Path(scratch) / "earlier.anvilidx"):
+                earlier.append(Path(scratch) / "earlier.anvilidx")
+            built = build(sources, local, progress, embedder=embedder, previous=earlier)
             upload(local, target)
             return built
     files, urls = read_sources(sources, progress)
     described = [str(s.folder) if s.site is None else f"{s.folder}={s.site}" for s in sources]
-    version, content = write(files, target, sources=described, urls=urls, progress=progress)
-    return Built(version, len(files), int(content["passages"]), target.stat().st_size)
+    arrays, content = build_arrays(files, urls=urls, progress=progress)
+    embedded = None
+    if embedder is not None:
+        embedded = add_vectors(arrays, content, embedder, vectors_of([*previous, target]), progress)
+    version = write_arrays(arrays, content, target, sources=described)
+    return Built(version, len(files), int(content["passages"]), target.stat().st_size, embedded)
 
 
-def corpus_key(contents: Sequence[tuple[str, bytes]], site: str | None = None) -> str:
+def vectors_of(paths: Sequence[Path]) -> dict[bytes, Vectors]:
+    """The passage vectors of the indexes at `paths` by key (those that cannot be read add none)."""
+    found: dict[bytes, Vectors] = {}
+    for path in paths:
+        if not path.is_file():
+            continue
+        try:
+            index = KnowledgeIndex.open(path)
+        except (InvalidIndex, OSError) as error:
+            logger.info("index: no vectors reused from %s (%s)", path, error)
+            continue
+        # Copied out: the file is closed (and may be replaced) before they are used.
+        found.update(
+            {
+                key: vector.copy()
+                for key, vector in reusable(index.embedder, index.vectors, index.vector_keys).items()
+            }
+        )
+        index.close()
+    return found
+
+
+def corpus_key(
+    contents: Sequence[tuple[str, bytes]], site: str | None = None, embedder: str | None = None
+) -> str:
     """A hash of the files an index is built from (each path and its bytes), of the site they are
-    published at, and of the version of Anvil that reads and indexes them."""
-    digest = hashlib.sha256(f"{__version__}\0{FORMAT}\0{LEXICAL}\0{site or ''}\0".encode())
+    published at, of the embedder of their vectors, and of the version of Anvil that indexes them."""
+    digest = hashlib.sha256(f"{__version__}\0{FORMAT}\0{LEXICAL}\0{site or ''}\0{embedder or ''}\0".encode())
     for source, data in contents:
         encoded = source.encode()
         digest.update(len(encoded).to_bytes(8, "little") + encoded + len(data).to_bytes(8, "little"))
@@ -153,29 +213,104 @@ def corpus_key(contents: Sequence[tuple[str, bytes]], site: str | None = None) -
     return digest.hexdigest()[:32]
 
 
-def cached_index(corpus_dir: Path, cache_dir: Path, site: str | None = None) -> KnowledgeIndex:
-    """The index of `corpus_dir` (its pages published under `site`, if given), opened from
-    `cache_dir` if built before, else built and kept there; built in memory only when the cache
-    cannot be written (with a warning saying why)."""
+def cached_index(
+    corpus_dir: Path, cache_dir: Path, site: str | None = None, embedder: PassageEmbedder | None = None
+) -> KnowledgeIndex:
+    """`open_cached`, its vectors computed before it returns."""
+    index, pending = open_cached(corpus_dir, cache_dir, site, embedder)
+    return index if pending is None else pending.run()
+
+
+def open_cached(
+    corpus_dir: Path, cache_dir: Path, site: str | None = None, embedder: PassageEmbedder | None = None
+) -> tuple[KnowledgeIndex, PendingVectors | None]:
+    """The index of `corpus_dir` (its pages published under `site`, if given; its passages
+    embedded by `embedder`, if given), opened from `cache_dir` if built before, else built and
+    kept there; built in memory only when the cache cannot be written (with a warning saying
+    why). While passages still need vectors, the index returned is lexical, and the vectors are
+    left to the `PendingVectors` returned with it."""
     contents = read_bytes(corpus_dir)
-    path = cache_dir / f"{corpus_key(contents, site)}{SUFFIX}"
+    path = cache_dir / f"{corpus_key(contents, site, None if embedder is None else embedder.name)}{SUFFIX}"
     if path.is_file():
         try:
-            return KnowledgeIndex.open(path)
+            return KnowledgeIndex.open(path), None
         except InvalidIndex as error:
             logger.warning("corpus: the cached index cannot be served (%s); building it again", error)
     files = parse_corpus(corpus_dir, contents)
     urls = {f.source: url for f in files if (url := _url_of(site, f.source, f.published))}
+    arrays, content = build_arrays(files, urls=urls)
+    if embedder is not None:
+        earlier = sorted(p for p in cache_dir.glob(f"*{SUFFIX}") if p != path) if cache_dir.is_dir() else []
+        pending = PendingVectors(arrays, content, embedder, vectors_of(earlier), path, str(corpus_dir))
+        if pending.missing:
+            return KnowledgeIndex.of_arrays(arrays, content), pending
+        return pending.run(), None
+    return _kept(arrays, content, path, str(corpus_dir)), None
+
+
+def _kept(
+    arrays: Mapping[str, npt.NDArray[Any]], content: dict[str, Any], path: Path, corpus: str
+) -> KnowledgeIndex:
+    """Write the index to `path` in its private folder and open it there, the other indexes
+    kept beside it removed; in memory if it cannot be written."""
     try:
-        private_folder(cache_dir)
-        write(files, path, sources=[str(corpus_dir)], urls=urls, mode=PRIVATE_FILE)
+        private_folder(path.parent)
+        write_arrays(arrays, content, path, sources=[corpus], mode=PRIVATE_FILE)
     except OSError as error:
         logger.warning(
             "corpus: the index is built at every start because %s",
-            describe(error, "keep the index in", cache_dir),
+            describe(error, "keep the index in", path.parent),
         )
-        return KnowledgeIndex.from_files(files, urls)
-    for other in cache_dir.glob(f"*{SUFFIX}"):
+        return KnowledgeIndex.of_arrays(dict(arrays), content)
+    for other in path.parent.glob(f"*{SUFFIX}"):
         if other != path:
             other.unlink(missing_ok=True)
     return KnowledgeIndex.open(path)
+
+
+class EmbeddingCancelled(Exception):
+    """`PendingVectors.run` stopped between two batches because it was asked to."""
+
+
+class PendingVectors:
+    """The vectors a lexical index still needs, computed by `run` (blocking, in batches, which
+    `cancel` stops between), then kept as `cached_index` keeps an index."""
+
+    def __init__(
+        self,
+        arrays: dict[str, npt.NDArray[Any]],
+        content: dict[str, Any],
+        embedder: PassageEmbedder,
+        reuse: dict[bytes, Vectors],
+        path: Path,
+        corpus: str,
+    ) -> None:
+        self._arrays = arrays
+        self._content = content
+        self._embedder = embedder
+        self._reuse = reuse
+        self._path = path
+        self._corpus = corpus
+        self._texts = KnowledgeIndex.of_arrays(arrays, content).passage_texts()
+        from app.knowledge.vectors import vector_key
+
+        self.missing = sum(vector_key(embedder.name, text) not in reuse for text in self._texts)
+        #: How many of the missing passages have been embedded so far.
+        self.done = 0
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def run(self, progress: Callable[[int, int], None] | None = None) -> KnowledgeIndex:
+        """Embed what is missing and keep the index with its vectors; the opened index."""
+
+        def heard(stage: str, done: int, of: int) -> None:
+            if self._cancelled.is_set():
+                raise EmbeddingCancelled
+            self.done = done
+            if progress is not None:
+                progress(done, of)
+
+        add_vectors(self._arrays, self._content, self._embedder, self._reuse, heard, self._texts)
+        return _kept(self._arrays, self._content, self._path, self._corpus)

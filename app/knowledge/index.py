@@ -22,50 +22,18 @@ import numpy as np
 import numpy.typing as npt
 
 from app.knowledge.artifact import IndexFile, InvalidIndex, write_index
+from app.knowledge.calibration import calibrate
 from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages, split_blocks
 from app.knowledge.lexical import Field, Ids, Vocabulary
+from app.knowledge.tables import TextTable, string_list, strings
 from app.knowledge.tokens import split_compound, tokenize, words
+from app.knowledge.vectors import EmbedderMismatch, PassageEmbedder, Vectors, embed_arrays, passage_text
 
 #: What the lexical index is made of; an index built with other rules is not served.
 LEXICAL = "bm25-snowball-english-1"
-_SEPARATOR = "\0"  # in no term, path or heading word
-#: Hears (stage, done, of) while an index is built: "cutting" files into passages, "indexing" them.
+#: Hears (stage, done, of) while an index is built: "cutting" files into passages, "indexing"
+#: them, "embedding" those without a vector yet.
 Progress = Callable[[str, int, int], None]
-
-
-class TextTable:
-    """Strings stored as one UTF-8 blob and their offsets; one is decoded when asked for."""
-
-    def __init__(self, blob: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64]) -> None:
-        self._blob = blob
-        self._offsets = offsets
-
-    @staticmethod
-    def arrays(prefix: str, strings: Iterable[str]) -> dict[str, npt.NDArray[Any]]:
-        encoded = [s.encode() for s in strings]
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum([len(e) for e in encoded], out=offsets[1:])
-        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-        return {f"{prefix}.blob": blob, f"{prefix}.offsets": offsets}
-
-    @classmethod
-    def of(cls, get: Callable[[str], npt.NDArray[Any]], prefix: str) -> TextTable:
-        return cls(get(f"{prefix}.blob"), get(f"{prefix}.offsets"))
-
-    def __len__(self) -> int:
-        return len(self._offsets) - 1
-
-    def __getitem__(self, n: int) -> str:
-        return self._blob[self._offsets[n] : self._offsets[n + 1]].tobytes().decode()
-
-
-def _string_list(strings: Sequence[str]) -> npt.NDArray[np.uint8]:
-    """Strings that are all read on opening, each ended by the separator (so "" survives)."""
-    return np.frombuffer("".join(s + _SEPARATOR for s in strings).encode(), dtype=np.uint8)
-
-
-def _strings(array: npt.NDArray[np.uint8]) -> list[str]:
-    return array.tobytes().decode().split(_SEPARATOR)[:-1]
 
 
 class KnowledgeIndex:
@@ -79,6 +47,7 @@ class KnowledgeIndex:
         version: str,
         built: dict[str, Any],
         source: IndexFile | None = None,
+        names: Iterable[str] = (),
     ) -> None:
         if content.get("lexical") != LEXICAL:
             raise InvalidIndex(
@@ -89,20 +58,31 @@ class KnowledgeIndex:
         self.built = built
         self.content = content
         self._source = source
-        self.vocabulary = Vocabulary(_strings(get("terms")))
+        self._get = get
+        self._names = tuple(names)
+        embedder = content.get("embedder")
+        #: The embedder of its passage vectors; None for an index ranked by words alone.
+        self.embedder: str | None = embedder["name"] if isinstance(embedder, dict) else None
+        self.vectors: Vectors | None = get("vectors") if self.embedder is not None else None
+        #: What the corpus's own passages and unrelated questions score, to refuse against.
+        self.calibration: dict[str, Any] | None = content.get("calibration")
+        self.vector_keys: npt.NDArray[np.uint8] | None = (
+            get("vectors.keys") if self.embedder is not None else None
+        )
+        self.vocabulary = Vocabulary(strings(get("terms")))
         self.body = Field.from_arrays(get, "body")
         self.heading = Field.from_arrays(get, "heading")
         self.whole = Field.from_arrays(get, "whole")
         self.holders = Field.from_arrays(get, "holders", weighted=False)
-        self.documents = _strings(get("documents"))
-        self._pages = _strings(get("documents.url"))
+        self.documents = strings(get("documents"))
+        self._pages = strings(get("documents.url"))
         self.passage_document: Ids = get("passage.document")
         self._headings = TextTable.of(get, "passage.heading")
         self._texts = TextTable.of(get, "passage.text")
-        self._file_numbers = {source: n for n, source in enumerate(_strings(get("file.source")))}
+        self._file_numbers = {source: n for n, source in enumerate(strings(get("file.source")))}
         self._file_titles = TextTable.of(get, "file.title")
         self._file_texts = TextTable.of(get, "file.text")
-        keys = _strings(get("exact.keys"))
+        keys = strings(get("exact.keys"))
         indptr, ids = get("exact.indptr"), get("exact.ids")
         self._exact = {key: (int(indptr[n]), int(indptr[n + 1])) for n, key in enumerate(keys)}
         self._exact_ids: Ids = ids
@@ -123,6 +103,31 @@ class KnowledgeIndex:
     def document_count(self) -> int:
         """How many documents hold passages (0: every question finds nothing)."""
         return len(self.documents)
+
+    def sections(self) -> dict[str, npt.NDArray[Any]]:
+        """Every section, as it would be written again."""
+        return {name: self._get(name) for name in self._names}
+
+    def passage_texts(self) -> list[str]:
+        """What is embedded of each passage (`vectors.passage_text`)."""
+        return [passage_text(self._headings[n], self._texts[n]) for n in range(self.passage_count)]
+
+    def check_embedder(self, embedder: str | None) -> None:
+        """`EmbedderMismatch`, naming both, unless its vectors come from `embedder` (None: served by
+        words alone, which any index can be)."""
+        if embedder is None or embedder == self.embedder:
+            return
+        if self.embedder is None:
+            raise EmbedderMismatch(
+                f"the index was built without embeddings and this server embeds with {embedder}: "
+                "rebuild it with the same ANVIL_EMBEDDINGS settings as the server, or serve it with "
+                "ANVIL_EMBEDDINGS=none"
+            )
+        raise EmbedderMismatch(
+            f"the index's passages were embedded by {self.embedder} and this server embeds with "
+            f"{embedder}: rebuild the index with the server's embedder, or configure the server's "
+            "ANVIL_EMBEDDINGS settings as the index was built"
+        )
 
     def term(self, term: str) -> int | None:
         return self.vocabulary.numbers.get(term)
@@ -169,13 +174,18 @@ class KnowledgeIndex:
     def from_files(cls, files: Sequence[CorpusFile], urls: Mapping[str, str] | None = None) -> KnowledgeIndex:
         """The index of `files` (with the page URL of each source in `urls`), in memory."""
         arrays, content = build_arrays(files, urls=urls)
-        return cls(arrays.__getitem__, content, version="", built={})
+        return cls.of_arrays(arrays, content)
+
+    @classmethod
+    def of_arrays(cls, arrays: dict[str, npt.NDArray[Any]], content: dict[str, Any]) -> KnowledgeIndex:
+        """The index of `build_arrays`' sections, in memory."""
+        return cls(arrays.__getitem__, content, version="", built={}, names=arrays)
 
     @classmethod
     def from_passages(cls, passages: Iterable[CorpusPassage]) -> KnowledgeIndex:
         """The index of `passages` with no files behind them (`file` finds nothing)."""
         arrays, content = build_arrays((), tuple(passages))
-        return cls(arrays.__getitem__, content, version="", built={})
+        return cls.of_arrays(arrays, content)
 
     @classmethod
     def open(
@@ -192,7 +202,12 @@ class KnowledgeIndex:
         source = IndexFile(path, verify=verify, copy_to=copy_to, fill=fill)
         try:
             return cls(
-                source.array, source.content, version=source.version, built=source.built, source=source
+                source.array,
+                source.content,
+                version=source.version,
+                built=source.built,
+                source=source,
+                names=source.names(),
             )
         except BaseException:
             source.close()
@@ -207,12 +222,52 @@ def write(
     urls: Mapping[str, str] | None = None,
     mode: int = 0o644,
     progress: Progress | None = None,
+    embedder: PassageEmbedder | None = None,
+    reuse: Mapping[bytes, Vectors] | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Build the index of `files` (with the page URL of each source in `urls`) and write it to
-    `target` atomically; returns its version and its content header (what it holds)."""
+    """Build the index of `files` (with the page URL of each source in `urls`; its passages
+    embedded by `embedder`, reusing the vectors of `reuse` by key) and write it to `target`
+    atomically; returns its version and its content header (what it holds)."""
     arrays, content = build_arrays(files, urls=urls, progress=progress)
+    if embedder is not None:
+        add_vectors(arrays, content, embedder, reuse, progress)
+    return write_arrays(arrays, content, target, sources=sources, mode=mode), content
+
+
+def write_arrays(
+    arrays: Mapping[str, npt.NDArray[Any]],
+    content: dict[str, Any],
+    target: Path,
+    *,
+    sources: Sequence[str],
+    mode: int = 0o644,
+) -> str:
+    """Write built sections to `target` atomically, stamped with now and `sources`; its version."""
     built = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": list(sources)}
-    return write_index(target, arrays, content, built, mode=mode), content
+    return write_index(target, arrays, content, built, mode=mode)
+
+
+def add_vectors(
+    arrays: dict[str, npt.NDArray[Any]],
+    content: dict[str, Any],
+    embedder: PassageEmbedder,
+    reuse: Mapping[bytes, Vectors] | None = None,
+    progress: Progress | None = None,
+    texts: Sequence[str] | None = None,
+) -> int:
+    """Add the passage vectors of `embedder` to built sections (`texts`: what is embedded of each
+    passage, if known); how many passages it embedded (the rest were in `reuse`)."""
+    if texts is None:
+        headings = TextTable.of(arrays.__getitem__, "passage.heading")
+        bodies = TextTable.of(arrays.__getitem__, "passage.text")
+        texts = [passage_text(headings[n], bodies[n]) for n in range(len(bodies))]
+    found, embedded = embed_arrays(
+        texts, embedder, reuse, None if progress is None else lambda done, of: progress("embedding", done, of)
+    )
+    arrays.update(found)
+    content["embedder"] = {"name": embedder.name, "dimensions": int(found["vectors"].shape[1])}
+    content["calibration"] = calibrate(found["vectors"], embedder)
+    return embedded
 
 
 def build_arrays(
@@ -267,20 +322,20 @@ def build_arrays(
     exact_indptr = np.zeros(len(exact) + 1, dtype=np.int64)
     np.cumsum([len(ids) for ids in exact.values()], out=exact_indptr[1:])
     arrays: dict[str, npt.NDArray[Any]] = {
-        "terms": _string_list(list(terms)),
+        "terms": string_list(list(terms)),
         **Field.build(body_ids, size).arrays("body"),
         **Field.build(heading_ids, size).arrays("heading"),
         **Field.build([numbered(whole[s]) for s in documents], size).arrays("whole"),
         **Field.build(holders, size, weighted=False).arrays("holders"),
-        "documents": _string_list(documents),
-        "documents.url": _string_list([(urls or {}).get(source, "") for source in documents]),
+        "documents": string_list(documents),
+        "documents.url": string_list([(urls or {}).get(source, "") for source in documents]),
         "passage.document": np.array([document_number[p.source] for p in passages], dtype=np.int32),
         **TextTable.arrays("passage.heading", (p.heading for p in passages)),
         **TextTable.arrays("passage.text", (p.text for p in passages)),
-        "file.source": _string_list([f.source for f in files]),
+        "file.source": string_list([f.source for f in files]),
         **TextTable.arrays("file.title", (f.title for f in files)),
         **TextTable.arrays("file.text", (f.text for f in files)),
-        "exact.keys": _string_list(list(exact)),
+        "exact.keys": string_list(list(exact)),
         "exact.indptr": exact_indptr,
         "exact.ids": np.array([n for ids in exact.values() for n in ids], dtype=np.int32),
     }

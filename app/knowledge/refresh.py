@@ -131,7 +131,12 @@ class IndexRefresher:
         if index.version == self.version:
             index.close()
             return False
-        self._swap(index)
+        try:
+            self._swap(index)
+        except InvalidIndex as error:  # the swap's own check: another embedder's vectors, say
+            index.close()
+            self._refused(str(error))
+            return False
         logger.info("index: now serving version %s (%d passages)", index.version, index.passage_count)
         self.version = index.version
         return True

@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from app.settings.auth import AuthSettings
 from app.settings.base import LIST_FORMS, CommaList, parse_list
+from app.settings.embeddings import EmbeddingSettings
 from app.settings.engines import EngineSettings
 from app.settings.history import HistorySettings
 from app.settings.serve import HttpLimits, ServeSettings
@@ -45,6 +46,7 @@ class Settings(
     AuthSettings,
     StoreSettings,
     EngineSettings,
+    EmbeddingSettings,
     HistorySettings,
     HttpLimits,
     LoggingSettings,
@@ -60,6 +62,11 @@ class Settings(
             raise ValueError(
                 f"ANVIL_AUTH_MODE=dev signs in anyone holding the local key, so it only binds to loopback "
                 f"(got host {self.host!r}); use --host 127.0.0.1 or configure real sign-in"
+            )
+        if self.embeddings == "azure-openai" and not self.azure_openai_endpoint:
+            raise ValueError(
+                "ANVIL_EMBEDDINGS=azure-openai needs ANVIL_AZURE_OPENAI_ENDPOINT (the resource its "
+                "embeddings deployment is in)"
             )
         return self
 

@@ -127,6 +127,10 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 #: Settings the suite's own environment hands on to the servers it starts (none today).
 PASSED_THROUGH: frozenset[str] = frozenset()
+#: Settings every test server and command starts with unless its test names them: ranking by
+#: words alone, since a server embedding its corpus in the background would keep both cores busy
+#: for its whole life. The tests of embeddings set ANVIL_EMBEDDINGS themselves.
+TEST_DEFAULTS = {"ANVIL_EMBEDDINGS": "none"}
 
 
 @contextmanager
@@ -142,7 +146,13 @@ def run_anvil(
     the whole suite is run under, `PASSED_THROUGH`)."""
     data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # as Anvil makes it: no warning that it is open
     base_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_") or k in PASSED_THROUGH}
-    full_env = {**base_env, "ANVIL_DATA_DIR": str(data_dir), "ANVIL_LOG_LEVEL": "warning", **(env or {})}
+    full_env = {
+        **base_env,
+        **TEST_DEFAULTS,
+        "ANVIL_DATA_DIR": str(data_dir),
+        "ANVIL_LOG_LEVEL": "warning",
+        **(env or {}),
+    }
     for attempt in range(3):
         try:
             server = start_anvil(data_dir, full_env, name, prefix, fresh=fresh)
@@ -185,7 +195,7 @@ def _seed_docs_index(data_dir: Path, env: Mapping[str, str]) -> None:
 def anvil_run(*args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
     """`anvil ARGS` to its end, with only the given ANVIL_ variables set (a child of the
     preloaded interpreter), its output captured as text."""
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")} | env
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")} | TEST_DEFAULTS | env
     return subprocess.run(
         [*preloaded_anvil_command(), *args],
         env=child_env,

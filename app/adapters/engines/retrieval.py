@@ -1,9 +1,12 @@
-"""An answer engine that ranks corpus passages with BM25 and answers from the best ones, citing them.
+"""An answer engine that ranks corpus passages by words and by meaning and answers from the best
+ones, citing them.
 
-Ranking adds three BM25 scores: the passage's text, its headings (with the file's name), and
-its whole file, so that a section titled after the question, in a file about it, wins over a
-passing mention. A question whose informative words the best passage does not hold (most of its
-weight falls on words the corpus lacks) is refused with `NO_MATCH_ANSWER` and no sources.
+The lexical ranking adds three BM25 scores: the passage's text, its headings (with the file's
+name), and its whole file, so that a section titled after the question, in a file about it, wins
+over a passing mention. When the index holds passage vectors and an embedder is at hand, the
+question is embedded too and the two rankings are fused (`hybrid`). A question the corpus does
+not cover is refused with `NO_MATCH_ANSWER` and no sources, by a rule that weighs both signals
+against what the corpus itself scores (`hybrid.Refusal`).
 """
 
 from __future__ import annotations
@@ -12,14 +15,16 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+import anyio
 import numpy as np
 
+from app.adapters.engines.hybrid import BEFORE_WEIGHT, Ranking, Signals, fuse, rank_fuse, refuse
 from app.adapters.engines.text_compose import Excerpt, Unit, choose, fit, shorten, units_of
-from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
+from app.domain.ports import Answer, Document, Embedder, Passage, PastExchange, Progress, Vectors
 from app.knowledge.build import cached_index
 from app.knowledge.corpus import CorpusPassage
 from app.knowledge.corpus_files import read_corpus
-from app.knowledge.index import KnowledgeIndex
+from app.knowledge.index import KnowledgeIndex, add_vectors
 from app.knowledge.lexical import Scores, top
 from app.knowledge.tokens import tokenize, words
 
@@ -56,7 +61,9 @@ COVERAGE_EXPONENT = 0.5
 
 # Pronouns anywhere, or a leading "and"/"also"/"what about", mark a question that leans on the
 # last one; so does a question of one or two content words.
-_REFERRING = frozenset({"it", "its", "that", "this", "these", "they", "them", "those"})
+_REFERRING = frozenset(
+    {"it", "its", "that", "this", "these", "they", "them", "those", "afterward", "afterwards"}
+)
 _CONTINUING = frozenset({"and", "also", "more", "but"})
 _ELLIPTIC = (("what", "about"), ("how", "about"), ("what", "if"))
 _SHORT_QUESTION_TERMS = 2
@@ -85,14 +92,20 @@ def looks_like_follow_up(question: str) -> bool:
 class RetrievalEngine:
     """Answers from a knowledge index: BM25 over heading-level passages, with cited excerpts.
 
-    Made from an opened index, from a folder (`build`) or from bare passages (`from_passages`);
-    queries run inline and are fast.
+    Made from an opened index, from a folder (`build`) or from bare passages (`from_passages`).
+    With an `embedder` and an index holding its vectors, each question is embedded off the event
+    loop and ranked `hybrid` (or by one signal alone: `ranking`, for measuring); the ranking itself
+    runs inline and is fast.
     """
 
     name = "retrieval"
 
-    def __init__(self, index: KnowledgeIndex) -> None:
-        self._ranking = _Ranking(index)
+    def __init__(
+        self, index: KnowledgeIndex, embedder: Embedder | None = None, *, ranking: Ranking = "hybrid"
+    ) -> None:
+        self.embedder = embedder
+        self._mode: Ranking = ranking if embedder is not None else "lexical"
+        self._ranking = _Ranking(index, self._mode)
 
     @property
     def index(self) -> KnowledgeIndex:
@@ -100,31 +113,48 @@ class RetrievalEngine:
         return self._ranking.index
 
     def swap(self, index: KnowledgeIndex) -> None:
-        """Serve `index` from now on. A question already being answered finishes on the index it
-        started on: each call takes the ranking of one index, whole, when it starts (and runs to
-        its end without giving the event loop a turn)."""
-        self._ranking = _Ranking(index)
+        """Serve `index` from now on; `InvalidIndex` (and the old one kept) when its vectors come
+        from another embedder than this engine's. A question already being answered finishes on
+        the index it started on: each call takes the ranking of one index, whole, when it starts."""
+        index.check_embedder(None if self.embedder is None else self.embedder.name)
+        self._ranking = _Ranking(index, self._mode)
 
     @classmethod
     def build(
-        cls, corpus_dir: Path, cache_dir: Path | None = None, site: str | None = None
+        cls,
+        corpus_dir: Path,
+        cache_dir: Path | None = None,
+        site: str | None = None,
+        embedder: Embedder | None = None,
     ) -> RetrievalEngine:
         """Index every document under `corpus_dir` (blocking; run off-loop): in memory, or kept
         in `cache_dir` and opened from it while the folder is unchanged (its pages published
-        under `site`, if given).
+        under `site`, if given; its passages embedded by `embedder`, if given, before it returns).
 
         A corpus that holds no document with text is indexed all the same (every question is then
         answered `NO_MATCH_ANSWER`), with a warning naming the folder.
         """
         if cache_dir is None:
-            engine = cls(KnowledgeIndex.from_files(read_corpus(corpus_dir)))
+            index = KnowledgeIndex.from_files(read_corpus(corpus_dir))
+            if embedder is not None:
+                arrays, content = index.sections(), dict(index.content)
+                add_vectors(arrays, content, embedder)
+                index = KnowledgeIndex.of_arrays(arrays, content)
         else:
-            engine = cls(cached_index(corpus_dir, cache_dir, site))
+            index = cached_index(corpus_dir, cache_dir, site, embedder)
+        return cls.serving(index, embedder, corpus_dir)
+
+    @classmethod
+    def serving(
+        cls, index: KnowledgeIndex, embedder: Embedder | None, corpus: Path | None = None
+    ) -> RetrievalEngine:
+        """The engine of a corpus's index (warning when the corpus holds no document)."""
+        engine = cls(index, embedder)
         if not engine.document_count:
             logger.warning(
                 "corpus: %s holds no document with text, so every question will be "
                 "answered that nothing was found: add documents there, or set ANVIL_CORPUS_DIR",
-                corpus_dir,
+                corpus or "the corpus",
             )
         return engine
 
@@ -145,7 +175,9 @@ class RetrievalEngine:
 
     async def search(self, text: str, max_results: int) -> list[Passage]:
         """The passages that best match `text`, best first, at most `max_results` (never zero-score)."""
-        return self._ranking.search(text, max_results)
+        ranking = self._ranking
+        vectors = await self._embed(ranking, [text])
+        return ranking.search(text, max_results, None if vectors is None else vectors[0])
 
     async def fetch(self, source: str, max_chars: int) -> Document | None:
         """The text of corpus file `source` (front matter stripped), cut at a line end to at most
@@ -161,21 +193,36 @@ class RetrievalEngine:
         progress: Progress | None = None,
     ) -> Answer:
         """Answer from the best passage for `question`, citing it (`instructions` and `progress`
-        change nothing)."""
-        return self._ranking.answer(question, history)
+        change nothing). A follow-up is embedded with the question it follows."""
+        ranking = self._ranking
+        texts = [question]
+        if history and looks_like_follow_up(question):
+            texts.append(history[-1].question)
+        vectors = await self._embed(ranking, texts)
+        return ranking.answer(question, history, vectors)
+
+    async def _embed(self, ranking: _Ranking, texts: list[str]) -> Vectors | None:
+        """The questions' vectors, when `ranking`'s index can use them."""
+        embedder = self.embedder
+        if embedder is None or self._mode == "lexical" or ranking.index.vectors is None:
+            return None
+        return await anyio.to_thread.run_sync(lambda: embedder.embed(texts, query=True))
 
 
 class _Ranking:
     """The queries of one index, and the sentences of its passages as they are first quoted."""
 
-    def __init__(self, index: KnowledgeIndex) -> None:
+    def __init__(self, index: KnowledgeIndex, mode: Ranking = "hybrid") -> None:
         self.index = index
+        self.mode: Ranking = mode if index.vectors is not None else "lexical"
         self._units: dict[int, tuple[Unit, ...]] = {}
 
-    def search(self, text: str, max_results: int) -> list[Passage]:
-        """The passages that best match `text`, best first, at most `max_results` (never zero-score)."""
+    def search(self, text: str, max_results: int, vector: Vectors | None = None) -> list[Passage]:
+        """The passages that best match `text` (embedded as `vector`), best first, at most
+        `max_results` (never zero-score)."""
         query = dict.fromkeys(tokenize(text), 1.0)
-        return [self._passage(n, score) for n, score in self._rank(query, words(text), max_results)]
+        ranked, _ = self._rank(query, words(text), max_results, vector)
+        return [self._passage(n, score) for n, score in ranked]
 
     def fetch(self, source: str, max_chars: int) -> Document | None:
         """The text of corpus file `source` (front matter stripped), cut at a line end to at most
@@ -190,7 +237,9 @@ class _Ranking:
             text = text[: cut if cut > limit // 2 else limit]
         return Document(source=file.source, title=file.title, text=text, total_chars=len(file.text))
 
-    def answer(self, question: str, history: Sequence[PastExchange]) -> Answer:
+    def answer(
+        self, question: str, history: Sequence[PastExchange], vectors: Vectors | None = None
+    ) -> Answer:
         """Answer from the best passage for `question`, citing it, and point at up to two more.
 
         A follow-up ("and how is it configured?") borrows the terms of the question it follows,
@@ -199,11 +248,15 @@ class _Ranking:
         """
         own = tokenize(question)
         query = dict.fromkeys(own, 1.0)
-        if history and looks_like_follow_up(question):
+        follows = bool(history) and looks_like_follow_up(question)
+        if follows:
             for term, weight in _borrowed(history).items():
                 query.setdefault(term, weight)
-        ranked = self._rank(query, words(question), 1 + _SEE_ALSO * 3)
-        if not ranked or not self._covers(ranked, own):
+        vector = None if vectors is None else vectors[0]
+        before = None if vectors is None or len(vectors) < 2 else vectors[1]
+        ranked, signals = self._rank(query, words(question), 1 + _SEE_ALSO * 3, vector, before)
+        covered = bool(ranked) and self._covers(ranked, own)
+        if not ranked or refuse(signals, covered, self.index, question, paired=before is not None):
             return Answer(text=NO_MATCH_ANSWER)
 
         weights = {term: self._idf(term) * times for term, times in query.items()}
@@ -237,17 +290,44 @@ class _Ranking:
             lead = lead.rstrip() + "\n"
         return Answer(text=shorten(lead + body + also + tail, MAX_ANSWER_CHARS), sources=tuple(used))
 
-    def _rank(self, query: Mapping[str, float], phrase: Sequence[str], k: int) -> list[tuple[int, float]]:
-        """Up to `k` (passage number, score) pairs with a positive score, best first.
-
-        A passage whose own heading says exactly what the question says (`phrase`, its words)
-        is lifted above the rest.
-        """
+    def _rank(
+        self,
+        query: Mapping[str, float],
+        phrase: Sequence[str],
+        k: int,
+        vector: Vectors | None = None,
+        before: Vectors | None = None,
+    ) -> tuple[list[tuple[int, float]], Signals]:
+        """Up to `k` (passage number, score) pairs with a positive score, best first, and what
+        the refusal rule weighs. By words, by the question's `vector` (with the one it follows,
+        `before`), or both fused, as the mode says."""
         index = self.index
-        if not index.passage_count or not query or k <= 0:
-            return []
-        numbers = {n: weight for term, weight in query.items() if (n := index.term(term)) is not None}
+        if not index.passage_count or (not query and vector is None) or k <= 0:
+            return [], Signals()
+        lexical = self._lexical(query, phrase)
+        if vector is None or index.vectors is None or self.mode == "lexical":
+            ranked = [(n, float(lexical[n])) for n in top(lexical, k)]
+            return ranked, Signals(lexical, None, tuple(n for n, _ in ranked))
+        similarity: Scores = (index.vectors @ vector).astype(np.float64)
+        if before is not None:
+            similarity = similarity + BEFORE_WEIGHT * (index.vectors @ before)
+        if self.mode == "vector":
+            scores = similarity
+        elif self.mode == "rrf":
+            scores = rank_fuse(lexical, similarity)
+        else:
+            scores = fuse(lexical, similarity, index)
+        ranked = [(n, float(scores[n])) for n in top(scores, k)]
+        return ranked, Signals(lexical, similarity, tuple(n for n, _ in ranked))
+
+    def _lexical(self, query: Mapping[str, float], phrase: Sequence[str]) -> Scores:
+        """The BM25 score of every passage. A passage whose own heading says exactly what the
+        question says (`phrase`, its words) is lifted above the rest."""
+        index = self.index
         scores: Scores = np.zeros(index.passage_count, dtype=np.float64)
+        if not query:
+            return scores
+        numbers = {n: weight for term, weight in query.items() if (n := index.term(term)) is not None}
         index.body.add_scores(scores, numbers)
         index.heading.add_scores(scores, numbers, HEADING_WEIGHT)
         whole = index.whole.scores(numbers)
@@ -264,7 +344,7 @@ class _Ranking:
             for n in exact.tolist():
                 if scores[n] > 0:
                     scores[n] += lift
-        return [(n, float(scores[n])) for n in top(scores, k)]
+        return scores
 
     def _idf(self, term: str) -> float:
         """The term's IDF among passage texts (highest for a term no passage holds)."""

@@ -76,8 +76,10 @@ def test_an_unchanged_folder_opens_its_cached_index_and_a_change_rebuilds_it(
     first = cached_index(folder, cache)
     (cached,) = cache.iterdir()
     writes: list[Path] = []
-    real_write = build_module.write
-    monkeypatch.setattr(build_module, "write", lambda *a, **k: writes.append(a[1]) or real_write(*a, **k))
+    real_write = build_module.write_arrays
+    monkeypatch.setattr(
+        build_module, "write_arrays", lambda *a, **k: writes.append(a[2]) or real_write(*a, **k)
+    )
 
     again = cached_index(folder, cache)
     assert writes == [] and again.version == first.version and list(cache.iterdir()) == [cached]

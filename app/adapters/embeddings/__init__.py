@@ -1,0 +1,1 @@
+"""Embedders: the adapters of the `Embedder` port."""

@@ -1,0 +1,175 @@
+"""Fusing the lexical and the vector ranking of passages, and knowing when neither found anything.
+
+**Fusion** is a weighted sum of the two scores, each first made relative to the question: BM25
+as a share of the best passage's, similarity as how far a passage stands between what an
+unrelated question scores on this corpus (the median of `calibration.UNRELATED`, kept in the
+index) and the best passage, weighted 1.5 to 1. Measured against reciprocal rank fusion (k =
+60) on three public documentation sets (`bench/eval.py`, `docs/answers.md`), the weighted sum
+found the right page as often or more, and it keeps a passage that only one ranking finds strongly above
+those both find weakly, which rank fusion cannot tell apart.
+
+**Refusal** with vectors weighs three things, each against the corpus itself rather than a
+constant tuned on one set:
+
+- how alike the question and its best passage are, against the best that unrelated questions
+  reach on the same passages: no higher than nine in ten of them is unrelated;
+- whether the passages found hold the question's informative words (the lexical rule, which on
+  its own refuses too little on a large corpus): a question they do not hold must look clearly
+  more related than unrelated questions do, by twice their spread;
+- whether the question names something (a capitalised or camel-case word: a product, a place,
+  an API) that the corpus never mentions, or that only a few of its documents mention in
+  passing and none of the passages found does: a question about a neighbouring product shares
+  most of its words with the corpus, but not its name.
+
+The same rule holds one-shot and inside a conversation; a follow-up is judged with the question
+it follows (its similarity is the pair's), since "can I add more than one?" says little alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from app.knowledge.index import KnowledgeIndex
+from app.knowledge.tokens import STOPWORDS, tokenize
+
+Scores = npt.NDArray[np.float64]
+#: How passages are ranked: by words, by meaning, both fused by weighted sum (`hybrid`), or both
+#: fused by reciprocal rank (`rrf`, kept for measuring against).
+Ranking = Literal["lexical", "vector", "hybrid", "rrf"]
+#: Reciprocal rank fusion's constant, as its authors chose it.
+RRF_K = 60
+
+#: How much the question a follow-up leans on counts in its similarity, next to its own.
+BEFORE_WEIGHT = 0.5
+#: Weight of the (relative) similarity next to the (relative) BM25 score.
+VECTOR_WEIGHT = 1.5
+#: The unrelated questions' quantile at or below which a question is unrelated too.
+UNRELATED_QUANTILE = 0.9
+#: How many spreads (the 90th percentile less the median) of the unrelated questions' scores a
+#: question the lexical rule does not cover must stand above their median.
+UNCOVERED_SPREADS = 2.0
+#: A name that appears in at most this share of the documents is particular to them.
+RARE_NAME_SHARE = 0.1
+#: How many of the best passages must be silent about a name for it to count as missing.
+NAME_DEPTH = 3
+
+#: Capitalised in English without naming anything a corpus could lack.
+_CALENDAR = frozenset(
+    {
+        *("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"),
+        *("january", "february", "march", "april", "may", "june", "july", "august"),
+        *("september", "october", "november", "december"),
+    }
+)
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[.+#-][A-Za-z0-9]+)*")
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|[\"“(]\s*)$")
+_INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
+
+
+@dataclass(frozen=True)
+class Signals:
+    """What a question scored on every passage: by words (BM25), and by meaning (cosine, None
+    without vectors); `ranked` is the passages found, best first."""
+
+    lexical: Scores | None = None
+    similarity: Scores | None = None
+    ranked: tuple[int, ...] = ()
+
+
+def fuse(lexical: Scores, similarity: Scores, index: KnowledgeIndex) -> Scores:
+    """The hybrid score of every passage (see the module)."""
+    best_lexical = float(lexical.max())
+    relative_lexical = lexical / best_lexical if best_lexical > 0 else np.zeros_like(lexical)
+    floor = unrelated_quantile(index, 0.5)
+    best = float(similarity.max())
+    if floor is None or best <= floor:
+        floor = float(np.median(similarity))
+    spread = max(best - floor, 1e-6)
+    relative_similarity = np.clip((similarity - floor) / spread, -1.0, 1.0)
+    fused: Scores = relative_lexical + VECTOR_WEIGHT * relative_similarity
+    return fused
+
+
+def rank_fuse(lexical: Scores, similarity: Scores) -> Scores:
+    """Reciprocal rank fusion: the sum of 1 / (k + rank) over both rankings (a passage with no
+    word of the question has no lexical rank)."""
+    fused: Scores = 1.0 / (RRF_K + _ranks(similarity))
+    lexical_ranks = _ranks(lexical)
+    held = lexical > 0
+    fused[held] += 1.0 / (RRF_K + lexical_ranks[held])
+    return fused
+
+
+def _ranks(scores: Scores) -> Scores:
+    order = np.argsort(-scores, kind="stable")
+    ranks = np.empty(len(scores), dtype=np.float64)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    return ranks
+
+
+def unrelated_quantile(index: KnowledgeIndex, q: float) -> float | None:
+    """The `q` quantile of the best similarity unrelated questions reach in `index`."""
+    scores = (index.calibration or {}).get("unrelated") or []
+    if not scores:
+        return None
+    return float(np.quantile(np.asarray(scores, dtype=np.float64), q))
+
+
+def refuse(
+    signals: Signals, covered: bool, index: KnowledgeIndex, question: str, paired: bool = False
+) -> bool:
+    """Whether to answer that nothing was found (see the module). `covered` is the lexical rule's
+    verdict; `paired`: the similarity is that of a follow-up and the question before it."""
+    if signals.similarity is None:
+        return not covered
+    median, high = unrelated_quantile(index, 0.5), unrelated_quantile(index, UNRELATED_QUANTILE)
+    if median is None or high is None:
+        return not covered
+    best = float(signals.similarity.max())
+    if paired:
+        best /= 1.0 + BEFORE_WEIGHT
+    if best <= high:
+        return True
+    if not covered and best <= median + UNCOVERED_SPREADS * (high - median):
+        return True
+    return bool(missing_names(question, index, signals.ranked))
+
+
+def names(question: str) -> list[str]:
+    """The words of `question` that name something: capitalised other than at the start of a
+    sentence (and not "I"), or with a capital inside ("makeAutoObservable")."""
+    found: list[str] = []
+    for match in _NAME.finditer(question):
+        word = match.group()
+        if word.lower() in STOPWORDS or word.lower() in _CALENDAR or word == "I":
+            continue
+        inner = bool(_INNER_CAPITAL.search(word))
+        starts = bool(_SENTENCE_START.search(question[: match.start()]))
+        if inner or (word[0].isupper() and not starts):
+            found.append(word)
+    return found
+
+
+def missing_names(question: str, index: KnowledgeIndex, ranked: Sequence[int]) -> list[str]:
+    """The names of `question` the corpus lacks: in no document at all, or in only a few of them
+    (`RARE_NAME_SHARE`) and in none of the `NAME_DEPTH` best passages."""
+    missing: list[str] = []
+    documents = max(index.document_count, 1)
+    for name in names(question):
+        terms = tokenize(name)
+        if not terms:
+            continue
+        number = index.term(terms[0])
+        if number is None:
+            missing.append(name)
+            continue
+        share = len(index.whole.holders(number)) / documents
+        if share <= RARE_NAME_SHARE and not any(index.holders.holds(number, n) for n in ranked[:NAME_DEPTH]):
+            missing.append(name)
+    return missing
