@@ -136,7 +136,9 @@ async def open_engine(
         served = retrieval.index
         embedded = served.passage_count if served.vectors is not None else 0
         if pending is not None and served.vectors is None:
-            embedded = served.passage_count - pending.missing + pending.done
+            # Counted as served with vectors once swapped in, not as the last batch ends.
+            done = served.passage_count - pending.missing + pending.done
+            embedded = max(0, min(done, served.passage_count - 1))
         return IndexStatus(
             served.version,
             served.passage_count,

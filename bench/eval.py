@@ -185,14 +185,15 @@ class InProcess:
         return {"answer": answer.text, "sources": [{"source": p.source} for p in answer.sources]}
 
 
-def engines(corpus: Path, rankings: list[str]) -> dict[str, Any]:
-    """The embedded engine over `corpus` for each ranking, sharing one index (with vectors)."""
+def engines(corpus: Path, rankings: list[str], cache_root: Path) -> dict[str, Any]:
+    """The embedded engine over `corpus` for each ranking, sharing one index (with vectors) kept
+    under `cache_root`."""
     sys.path.insert(0, str(ROOT))
     from app.adapters.embeddings.local import LocalEmbedder
     from app.adapters.engines.retrieval import RetrievalEngine
 
     embedder = LocalEmbedder()
-    cache = ROOT / ".anvil" / "eval-cache" / corpus.resolve().name
+    cache = cache_root / corpus.resolve().name
     started = time.monotonic()
     built = RetrievalEngine.build(corpus, cache, embedder=embedder)
     print(f"eval: {corpus.name}: {built.passage_count} passages, ready in {time.monotonic() - started:.1f} s")
@@ -290,6 +291,12 @@ def main() -> int:
     parser.add_argument("--token", help="bearer token for --url (default: minted from --data-dir)")
     parser.add_argument("--data-dir", type=Path, default=Path(".anvil"), help="data folder of --url's server")
     parser.add_argument("--misses", action="store_true", help="list every miss")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=ROOT / ".anvil" / "eval-cache",
+        help="in process: where indexes are kept",
+    )
     args = parser.parse_args()
     rankings = [r for r in args.ranking.split(",") if r]
     if any(r not in RANKINGS for r in rankings):
@@ -324,7 +331,7 @@ def main() -> int:
     rows: list[tuple[str, str, Scores]] = []
     for name, corpus, path in sets:
         questions = json.loads(path.read_text(encoding="utf-8"))
-        for ranking, engine in engines(corpus, rankings).items():
+        for ranking, engine in engines(corpus, rankings, args.cache).items():
             scores = evaluate(InProcess(engine), questions)
             rows.append((name, ranking, scores))
             if args.misses:

@@ -23,7 +23,8 @@ EMPTY_CORPUS = (
 async def readiness(rt: Runtime, *, draining: bool = False) -> JSONResponse:
     """200 when every dependency answers, else 503 naming the ones that do not; 503 at once
     while the process drains its requests before exiting. The knowledge index is named in `index`
-    (its version, its passages and documents, its age); an empty corpus is said in `warnings`
+    (its version, its passages and documents, its age, the embedder of its vectors and how
+    many passages have theirs: fewer while a first start embeds them); an empty corpus is said in `warnings`
     and leaves the status as it is."""
     if draining:
         return JSONResponse({"status": "draining", "checks": {}}, 503)
@@ -43,6 +44,8 @@ async def readiness(rt: Runtime, *, draining: bool = False) -> JSONResponse:
             "passages": served.passages,
             "documents": served.documents,
             "ageSeconds": None if served.built_at is None else max(0, round(time.time() - served.built_at)),
+            "embedder": served.embedder,
+            "embedded": served.embedded,
         }
         if served.documents == 0:
             body["warnings"] = [EMPTY_CORPUS]

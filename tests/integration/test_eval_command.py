@@ -37,7 +37,7 @@ def test_the_evaluation_command_scores_a_corpus(tmp_path: Path) -> None:
     questions.write_text(json.dumps(QUESTIONS), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
     ran = subprocess.run(
-        [sys.executable, "bench/eval.py", "--corpus", str(corpus), "--questions", str(questions)],
+        [sys.executable, "bench/eval.py", "--corpus", str(corpus), "--questions", str(questions), "--serve"],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -53,3 +53,23 @@ def test_the_evaluation_command_scores_a_corpus(tmp_path: Path) -> None:
     assert "off-topic refused in conv. 1.00 (1/1)" in lines
     assert "follow-ups right           1.00 (1/1)" in lines
     assert "misses:" not in ran.stdout
+
+    # In process, every ranking over the same index, as one table.
+    ran = subprocess.run(
+        [
+            sys.executable,
+            *("bench/eval.py", "--corpus", str(corpus), "--questions", str(questions)),
+            "--cache",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    rows = [line for line in ran.stdout.splitlines() if line.startswith("| questions |")]
+    assert [row.split(" | ")[1] for row in rows] == ["lexical", "vector", "rrf", "hybrid"]
+    assert "| questions | hybrid | 1.00 | 1.00 | 1/1 | 1/1 | 1/1 |" in rows

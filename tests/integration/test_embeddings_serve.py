@@ -1,0 +1,96 @@
+"""Embeddings through a real `anvil serve`: an index is served only with the embedder it was built
+with, and a first start over a corpus serves at once by words, then by meaning once embedded."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+from support.anvil_server import AnvilServer, free_port, run_anvil
+from support.anvil_server import anvil_run as anvil
+
+LOCAL = "local:multilingual-e5-small-q4"
+
+
+def corpus(tmp_path: Path) -> Path:
+    folder = tmp_path / "tern"
+    folder.mkdir()
+    (folder / "hooks.md").write_text(
+        "# Event hooks\n\nRegister a callable with `add_hook` and Tern calls it for every request "
+        "it sends and every response it receives.\n"
+    )
+    (folder / "limits.md").write_text(
+        "# Resource limits\n\nSet `max_connections` to cap how many sockets Tern keeps open at once.\n"
+    )
+    return folder
+
+
+def start_failure(tmp_path: Path, **env: str) -> str:
+    """Why `anvil serve` with `env` refused to start (its one line)."""
+    ran = anvil("serve", ANVIL_DATA_DIR=str(tmp_path / "data"), ANVIL_PORT=str(free_port()), **env)
+    assert ran.returncode != 0
+    output = ran.stdout + ran.stderr
+    assert "Traceback" not in output
+    (reason,) = [
+        json.loads(line)["message"]
+        for line in output.splitlines()
+        if line.strip() and "Anvil cannot start" in line
+    ]
+    return str(reason)
+
+
+def test_an_index_is_refused_by_a_server_with_another_embedder(tmp_path: Path) -> None:
+    folder = corpus(tmp_path)
+    embedded, words = tmp_path / "embedded.anvilidx", tmp_path / "words.anvilidx"
+    ran = anvil("index", str(folder), "--output", str(embedded), "--embeddings", "local")
+    assert ran.returncode == 0 and f"embedded by {LOCAL}" in ran.stderr, ran.stderr
+    assert anvil("index", str(folder), "--output", str(words), ANVIL_EMBEDDINGS="none").returncode == 0
+
+    reason = start_failure(
+        tmp_path,
+        ANVIL_INDEX=str(embedded),
+        ANVIL_EMBEDDINGS="openai",
+        ANVIL_EMBEDDINGS_MODEL="text-embedding-3-small",
+        ANVIL_EMBEDDINGS_BASE_URL="http://127.0.0.1:9/v1",
+    )
+    assert f"embedded by {LOCAL} and this server embeds with openai:text-embedding-3-small" in reason
+    reason = start_failure(tmp_path, ANVIL_INDEX=str(words), ANVIL_EMBEDDINGS="local")
+    assert f"built without embeddings and this server embeds with {LOCAL}" in reason
+
+    # With the same embedder, or by words alone, each is served.
+    for index, embeddings in ((embedded, "local"), (embedded, "none"), (words, "none")):
+        env = {"ANVIL_INDEX": str(index), "ANVIL_EMBEDDINGS": embeddings}
+        with run_anvil(tmp_path / f"ok-{index.stem}-{embeddings}", env) as server:
+            status = httpx.get(f"{server.url}/readyz", timeout=10).json()["index"]
+            assert status["embedder"] == (LOCAL if embeddings == "local" else None)
+
+
+def embedding_status(server: AnvilServer) -> dict[str, object]:
+    index: dict[str, object] = httpx.get(f"{server.url}/readyz", timeout=10).json()["index"]
+    return index
+
+
+def ask(server: AnvilServer, question: str) -> list[str]:
+    headers = {"Authorization": f"Bearer {server.token('reader')}"}
+    reply = httpx.post(f"{server.url}/api/ask", json={"question": question}, headers=headers, timeout=30)
+    assert reply.status_code == 200, reply.text
+    return [source["source"] for source in reply.json()["sources"]]
+
+
+def test_a_first_start_embeds_in_the_background_and_the_next_one_opens_the_vectors(tmp_path: Path) -> None:
+    env = {"ANVIL_CORPUS_DIR": str(corpus(tmp_path)), "ANVIL_EMBEDDINGS": "local"}
+    with run_anvil(tmp_path / "data", env) as server:
+        deadline = time.monotonic() + 60
+        while (status := embedding_status(server))["embedded"] != status["passages"]:
+            assert time.monotonic() < deadline, status  # polled: a condition, not a fixed wait
+            time.sleep(0.05)
+        assert status["embedder"] == LOCAL and status["version"]
+        assert (
+            ask(server, "How can my own function run on each outgoing call and each reply?")[0] == "hooks.md"
+        )
+        assert ask(server, "What is the tallest mountain in Africa?") == []
+    with run_anvil(tmp_path / "data", env) as again:
+        status = embedding_status(again)  # at once: nothing left to embed
+        assert status["embedded"] == status["passages"] and status["embedder"] == LOCAL

@@ -1,0 +1,139 @@
+"""Hybrid ranking and refusal: the fusion and naming rules on their own, then the embedded engine
+over a corpus this test writes, embedded by the real local model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+
+from app.adapters.embeddings.local import LocalEmbedder
+from app.adapters.engines.hybrid import fuse, missing_names, names, rank_fuse, unrelated_quantile
+from app.adapters.engines.retrieval import NO_MATCH_ANSWER, RetrievalEngine
+from app.knowledge.index import KnowledgeIndex
+
+pytestmark = pytest.mark.anyio
+
+# A small manual for a made-up tool, so that no model has seen it: each page about one thing.
+PAGES = {
+    "hooks.md": "# Event hooks\n\nRegister a callable with `add_hook` and Tern calls it for every request "
+    "it sends and every response it receives, for logging or for adding headers.\n",
+    "limits.md": "# Resource limits\n\nSet `max_connections` to cap how many sockets Tern keeps open "
+    "at once, and `max_keepalive` for the idle ones kept for reuse.\n",
+    "timeouts.md": "# Timeouts\n\nEvery call gives up after five seconds unless `timeout` says otherwise; "
+    "set it to None to wait forever.\n",
+    "proxies.md": "# Proxies\n\nRoute traffic through an intermediary server with the `proxy` option, "
+    "given as a URL with its scheme.\n",
+    "retries.md": "# Retries\n\nA failed connection attempt is tried again up to `retries` times, "
+    "waiting longer between each attempt.\n",
+    "install.md": "# Installing Tern\n\nInstall Tern from the package index with pip, into a virtual "
+    "environment; Python 3.11 or newer is needed.\n",
+}
+
+
+class Past(NamedTuple):
+    question: str
+    answer: str
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RetrievalEngine]:
+    folder = tmp_path_factory.mktemp("tern")
+    for name, text in PAGES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    embedder = LocalEmbedder()
+    built = RetrievalEngine.build(folder, tmp_path_factory.mktemp("cache"), embedder=embedder)
+    yield built
+    built.index.close()
+    embedder.close()
+
+
+def first_source(answer: object) -> str | None:
+    sources = getattr(answer, "sources", ())
+    return sources[0].source if sources else None
+
+
+# --- The rules on their own --------------------------------------------------------------------
+
+
+def test_names_are_capitalised_words_inside_a_sentence_and_camel_case_words() -> None:
+    assert names("How do I use makeAutoObservable in MobX?") == ["makeAutoObservable", "MobX"]
+    assert names("I left on Sunday. What does Redux do with Next.js?") == ["Redux", "Next.js"]
+    assert names("How do I cap the number of connections?") == []
+
+
+def test_a_passage_strong_in_one_ranking_outranks_one_weak_in_both() -> None:
+    index = KnowledgeIndex.from_passages([])
+    lexical = np.array([10.0, 4.0, 0.0])
+    similarity = np.array([0.80, 0.84, 0.95])
+    fused = fuse(lexical, similarity, index)
+    # Passage 0 leads by words, 2 by meaning; 1 is second in both and wins neither.
+    assert fused.argmax() in (0, 2) and fused[1] < max(fused[0], fused[2])
+    # Rank fusion sees only ranks: a passage holding no word of the question gets no lexical rank.
+    ranks = rank_fuse(lexical, similarity)
+    assert ranks[1] > ranks[2]  # second and second beat third-and-absent plus first
+
+
+def test_the_unrelated_questions_scores_are_kept_in_the_index(engine: RetrievalEngine) -> None:
+    scores = (engine.index.calibration or {})["unrelated"]
+    assert len(scores) == 32 and scores == sorted(scores)
+    median, high = unrelated_quantile(engine.index, 0.5), unrelated_quantile(engine.index, 0.9)
+    assert median is not None and high is not None and median <= high < 1.0
+
+
+def test_a_name_the_corpus_never_mentions_is_missing(engine: RetrievalEngine) -> None:
+    assert missing_names("How does Tern compare with Axios?", engine.index, ()) == ["Axios"]
+    assert missing_names("How do I install Tern?", engine.index, ()) == []
+
+
+# --- The engine over the corpus ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "page"),
+    [
+        # Paraphrases that share no informative word with their page's heading.
+        ("How can my own function run on each outgoing call and each reply?", "hooks.md"),
+        ("How do I limit how many sockets stay open simultaneously?", "limits.md"),
+        ("How long does a call wait before it gives up?", "timeouts.md"),
+    ],
+)
+async def test_paraphrases_find_their_page(engine: RetrievalEngine, question: str, page: str) -> None:
+    answer = await engine.answer(question, [])
+    assert first_source(answer) == page
+    assert (await engine.search(question, 3))[0].source == page
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the tallest mountain in Africa?",
+        "How long should I boil an egg for a runny yolk?",
+        # Shares the corpus's words (proxy, URL) but names a product it never mentions.
+        "How do I set a proxy URL in Postman?",
+    ],
+)
+async def test_questions_the_corpus_cannot_answer_are_refused_one_shot_and_in_a_conversation(
+    engine: RetrievalEngine, question: str
+) -> None:
+    one_shot = await engine.answer(question, [])
+    assert one_shot.text == NO_MATCH_ANSWER and one_shot.sources == ()
+    before = await engine.answer("How do I install Tern?", [])
+    later = await engine.answer(question, [Past("How do I install Tern?", before.text)])
+    assert later.text == NO_MATCH_ANSWER and later.sources == ()
+
+
+async def test_a_follow_up_is_ranked_with_the_question_it_follows(engine: RetrievalEngine) -> None:
+    first = "How do I route traffic through an intermediary server?"
+    answer = await engine.answer(first, [])
+    assert first_source(answer) == "proxies.md"
+    follow_up = await engine.answer("And what form does it take?", [Past(first, answer.text)])
+    assert first_source(follow_up) == "proxies.md"
+
+
+async def test_by_words_alone_the_same_engine_misses_a_paraphrase(engine: RetrievalEngine) -> None:
+    lexical = RetrievalEngine(engine.index, engine.embedder, ranking="lexical")
+    question = "How can my own function run on each outgoing call and each reply?"
+    assert first_source(await lexical.answer(question, [])) != "hooks.md"

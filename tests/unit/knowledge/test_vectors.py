@@ -1,0 +1,132 @@
+"""Passage vectors in the index: kept by content hash across rebuilds, and served only with the
+embedder that made them."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.adapters.engines.retrieval import RetrievalEngine
+from app.knowledge.artifact import InvalidIndex
+from app.knowledge.build import Source, build, cached_index, open_cached
+from app.knowledge.index import KnowledgeIndex
+from app.knowledge.vectors import EmbedderMismatch
+
+
+class Counting:
+    """A deterministic stand-in for a model: a unit vector drawn from each text's hash; counts
+    the passages it is asked to embed."""
+
+    batch_size = 2
+
+    def __init__(self, name: str = "test:counting") -> None:
+        self.name = name
+        self.passages: list[str] = []
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        if not query:
+            self.passages.extend(texts)
+        rows = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+            row = np.random.default_rng(seed).normal(size=8)
+            rows.append(row / np.linalg.norm(row))
+        return np.array(rows, dtype=np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+def corpus(tmp_path: Path) -> Path:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.md").write_text(
+        "# Tides\n\nThe tide turns twice a day.\n\n## Springs\n\nSpring tides are high.\n"
+    )
+    (folder / "b.md").write_text("# Winds\n\nTrade winds blow from the east.\n")
+    return folder
+
+
+def test_a_rebuild_embeds_only_the_passages_whose_text_changed(tmp_path: Path) -> None:
+    folder, target = corpus(tmp_path), tmp_path / "docs.anvilidx"
+    embedder = Counting()
+    first = build([Source(folder)], target, embedder=embedder)
+    assert first.embedded == first.passages == 3 and len(embedder.passages) == 3
+
+    (folder / "b.md").write_text("# Winds\n\nMonsoon winds turn with the seasons.\n")
+    embedder.passages.clear()
+    second = build([Source(folder)], target, embedder=embedder)
+    assert second.embedded == 1 and embedder.passages == ["Winds\n\nMonsoon winds turn with the seasons."]
+    index = KnowledgeIndex.open(target)
+    assert index.embedder == "test:counting" and index.vectors is not None and index.vectors.shape == (3, 8)
+    # Each kept vector is the one the embedder gives that passage's text.
+    assert np.allclose(index.vectors, embedder.embed(index.passage_texts(), query=False))
+    index.close()
+
+
+def test_vectors_of_another_embedder_are_never_reused(tmp_path: Path) -> None:
+    folder, target = corpus(tmp_path), tmp_path / "docs.anvilidx"
+    build([Source(folder)], target, embedder=Counting("test:one"))
+    other = Counting("test:two")
+    assert build([Source(folder)], target, embedder=other).embedded == 3
+
+
+def test_an_index_is_served_only_with_the_embedder_it_was_built_with(tmp_path: Path) -> None:
+    folder = corpus(tmp_path)
+    build([Source(folder)], tmp_path / "vectors.anvilidx", embedder=Counting("test:one"))
+    build([Source(folder)], tmp_path / "words.anvilidx")
+    with_vectors = KnowledgeIndex.open(tmp_path / "vectors.anvilidx")
+    words_only = KnowledgeIndex.open(tmp_path / "words.anvilidx")
+    with pytest.raises(EmbedderMismatch, match="embedded by test:one and this server embeds with test:two"):
+        with_vectors.check_embedder("test:two")
+    with pytest.raises(
+        EmbedderMismatch, match="built without embeddings and this server embeds with test:one"
+    ):
+        words_only.check_embedder("test:one")
+    with_vectors.check_embedder("test:one")
+    with_vectors.check_embedder(None)  # by words alone, any index serves
+    words_only.check_embedder(None)
+    # A swap to an index of another embedder is refused; the served one stays.
+    engine = RetrievalEngine(with_vectors, Counting("test:one"))
+    with pytest.raises(InvalidIndex):
+        engine.swap(words_only)
+    assert engine.index is with_vectors
+
+
+def test_a_first_start_serves_words_at_once_and_keeps_the_vectors_once_embedded(tmp_path: Path) -> None:
+    folder, cache = corpus(tmp_path), tmp_path / "cache"
+    embedder = Counting()
+    index, pending = open_cached(folder, cache, embedder=embedder)
+    assert index.vectors is None and pending is not None and pending.missing == 3
+    assert list(cache.glob("*.anvilidx")) == []
+    embedded = pending.run()
+    assert embedded.vectors is not None and embedded.embedder == "test:counting"
+    # The next start opens it, with nothing to embed.
+    again, none = open_cached(folder, cache, embedder=embedder)
+    assert none is None and again.version == embedded.version and len(embedder.passages) == 3
+    # A changed file: the kept vectors of the others are reused.
+    (folder / "a.md").write_text(
+        "# Tides\n\nThe tide turns twice a day.\n\n## Neaps\n\nNeap tides are low.\n"
+    )
+    _, pending = open_cached(folder, cache, embedder=embedder)
+    assert pending is not None and pending.missing == 1
+
+
+def test_embedding_in_the_background_stops_between_batches_when_cancelled(tmp_path: Path) -> None:
+    from app.knowledge.build import EmbeddingCancelled
+
+    _, pending = open_cached(corpus(tmp_path), tmp_path / "cache", embedder=Counting())
+    assert pending is not None
+    pending.cancel()
+    with pytest.raises(EmbeddingCancelled):
+        pending.run()
+    assert list((tmp_path / "cache").glob("*.anvilidx")) == []
+
+
+def test_without_an_embedder_the_cached_index_has_no_vectors(tmp_path: Path) -> None:
+    index = cached_index(corpus(tmp_path), tmp_path / "cache")
+    assert index.vectors is None and index.embedder is None and index.calibration is None
