@@ -8,7 +8,6 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app import __version__
@@ -68,41 +67,10 @@ def serve(args: argparse.Namespace) -> int:
         return 2
 
 
-def index(args: argparse.Namespace) -> int:
-    """Build one knowledge index from `args.sources` into `args.output`, its passages embedded
-    by the embedder of `ANVIL_EMBEDDINGS` (or `--embeddings`); one summary line."""
-    import time
+def _index(args: argparse.Namespace) -> int:
+    from app.cli_index import index
 
-    from app.adapters.embeddings.factory import open_embedder
-    from app.cli_progress import IndexProgress
-    from app.errors import AnvilError
-    from app.knowledge.build import build
-
-    settings = _settings(embeddings=args.embeddings)
-    started = time.monotonic()
-    embedder = None
-    try:
-        embedder = open_embedder(settings, settings)
-        built = build(
-            args.sources, args.output, IndexProgress(sys.stderr), embedder=embedder, previous=args.reuse
-        )
-    except (OSError, ValueError, AnvilError) as error:
-        _say(f"anvil: cannot index: {error}")
-        return 1
-    finally:
-        if embedder is not None:
-            embedder.close()
-    vectors = (
-        "no vectors (ANVIL_EMBEDDINGS=none)"
-        if embedder is None
-        else f"{built.embedded} passages embedded by {embedder.name}, "
-        f"{built.passages - (built.embedded or 0)} reused"
-    )
-    _say(
-        f"anvil: indexed {built.files} files ({built.passages} passages; {vectors}) into {args.output}: "
-        f"version {built.version}, {built.bytes / 1e6:.1f} MB, {time.monotonic() - started:.1f} s"
-    )
-    return 0
+    return index(args, _settings(embeddings=args.embeddings))
 
 
 def token(args: argparse.Namespace) -> int:
@@ -290,36 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="port (default 8000, or ANVIL_PORT)")
     p.set_defaults(run=serve)
 
-    p = commands.add_parser(
-        "index",
-        help="build a knowledge index from folders of documents, for ANVIL_INDEX",
-        description="Index the documents of each SOURCE folder into one file that `anvil serve` "
-        "opens (ANVIL_INDEX) instead of indexing a corpus at every start.",
-    )
-    p.add_argument(
-        "sources",
-        nargs="+",
-        type=arguments.source_folder,
-        metavar="SOURCE",
-        help="a folder, or FOLDER=URL: the site its pages are published at, for citations with links",
-    )
-    p.add_argument("--output", required=True, type=arguments.index_target, metavar="TARGET", help="the file")
-    p.add_argument(
-        "--embeddings",
-        choices=("none", "local", "openai", "azure-openai"),
-        help="the embedder of the passages' vectors (default: ANVIL_EMBEDDINGS, else local); "
-        "a server serves the index only with the same one",
-    )
-    p.add_argument(
-        "--reuse",
-        action="append",
-        default=[],
-        type=Path,
-        metavar="INDEX",
-        help="an earlier index whose vectors are reused for passages whose text is unchanged "
-        "(the one at TARGET is, always); repeatable",
-    )
-    p.set_defaults(run=index)
+    from app.cli_index import add_index_command
+
+    add_index_command(commands, _index)
 
     p = commands.add_parser("token", help="print a dev access token")
     p.add_argument("--user", required=True, help="user name; the same name always maps to the same user")

@@ -68,7 +68,7 @@ def open_embedder(settings: EmbeddingSettings, engine: EngineSettings) -> Embedd
         )
     assert settings.embeddings_model is not None  # required by the settings for this embedder
     secret = settings.embeddings_api_key or engine.openai_api_key
-    key = secret.get_secret_value() if secret is not None else None
+    key = (secret.get_secret_value() if secret is not None else None) or None
     client = openai.OpenAI(
         base_url=settings.embeddings_base_url or engine.openai_base_url, api_key=key or "unused", **common
     )

@@ -48,16 +48,18 @@ class LocalEmbedder:
 
     def embed(self, texts: Sequence[str], *, query: bool) -> Vectors:
         if query and len(texts) == 1 and (kept := self._kept(texts[0])) is not None:
-            return kept[np.newaxis, :]
+            return kept[np.newaxis, :].copy()
         if not texts:
             return np.zeros((0, self.dimensions), dtype=np.float32)
         with self._lock:
+            if self._model is None:
+                raise EngineFailed("The local embedding model is closed: Anvil is shutting down.")
             found = np.asarray(self._model.encode(list(texts), is_query=query), dtype=np.float32)
         found = found.reshape(len(texts), self.dimensions)
         if not np.all(np.isfinite(found)):
             raise EngineFailed("The local embedding model returned no usable vector; ask again.")
         if query and len(texts) == 1:
-            self._keep(texts[0], found[0])
+            self._keep(texts[0], found[0].copy())
         return found
 
     def _kept(self, text: str) -> Vectors | None:

@@ -74,6 +74,12 @@ class RemoteEmbedder:
         lengths = {len(row.embedding) for row in rows}
         if len(lengths) != 1 or 0 in lengths:
             raise EngineFailed("The embeddings endpoint returned vectors of different lengths.")
+        if self._dimensions is not None and lengths != {self._dimensions}:
+            raise EngineFailed(
+                f"The embeddings endpoint returned vectors of {lengths.pop()} dimensions for "
+                f"ANVIL_EMBEDDINGS_DIMENSIONS={self._dimensions}: the model cannot shorten its "
+                "vectors; unset the setting."
+            )
         found = np.array([row.embedding for row in rows], dtype=np.float32)
         norms = np.linalg.norm(found, axis=1, keepdims=True)
         if not np.all(np.isfinite(found)) or not np.all(norms > 0):
@@ -98,7 +104,9 @@ def _embedder_error(error: Exception) -> Exception:
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         if status in (429, 503):
-            wait = retry_after_seconds(error.response.headers) or DEFAULT_RETRY_AFTER
+            wait = retry_after_seconds(error.response.headers)
+            if wait is None:
+                wait = DEFAULT_RETRY_AFTER
             message = f"The embeddings endpoint is busy; retry in {math.ceil(wait)} s."
             return Unavailable(message, retry_after=wait)
         if status in (401, 403):

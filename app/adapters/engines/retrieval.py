@@ -18,6 +18,7 @@ from pathlib import Path
 import anyio
 import numpy as np
 
+from app.adapters.engines.follow_ups import borrowed, looks_like_follow_up
 from app.adapters.engines.hybrid import BEFORE_WEIGHT, Ranking, Signals, fuse, rank_fuse, refuse
 from app.adapters.engines.text_compose import Excerpt, Unit, choose, fit, shorten, units_of
 from app.domain.ports import Answer, Document, Embedder, Passage, PastExchange, Progress, Vectors
@@ -52,41 +53,16 @@ FILE_WEIGHT = 0.3
 #: Share of the question's informative weight (IDF) the best passage must hold to be an answer.
 MIN_COVERAGE = 0.5
 MIN_SHARED_COVERAGE = 0.2
-#: How much a borrowed term (from the question before a follow-up) counts next to its own.
-BORROWED_WEIGHT = 0.5
 #: How far (a share of the best score) a heading that repeats the question word for word is lifted.
 EXACT_HEADING_LIFT = 0.5
 #: Scores are multiplied by the share of the query's IDF a passage holds, to this power.
 COVERAGE_EXPONENT = 0.5
 
-# Pronouns anywhere, or a leading "and"/"also"/"what about", mark a question that leans on the
-# last one; so does a question of one or two content words.
-_REFERRING = frozenset(
-    {"it", "its", "that", "this", "these", "they", "them", "those", "afterward", "afterwards"}
-)
-_CONTINUING = frozenset({"and", "also", "more", "but"})
-_ELLIPTIC = (("what", "about"), ("how", "about"), ("what", "if"))
-_SHORT_QUESTION_TERMS = 2
 _SEE_ALSO = 2
 _SEE_ALSO_SHARE = 0.3
-_FOLLOW_UP_DEPTH = 3
 _SECOND_SHARE = 0.25
 _SECOND_SCORE = 0.6
 _COVERAGE_DEPTH = 3
-
-
-def looks_like_follow_up(question: str) -> bool:
-    """Whether `question` leans on the previous one: a pronoun ("it", "them"), an elliptic start
-    ("and ...", "what about ..."), or too few content words to stand alone."""
-    found = words(question)
-    if not found:
-        return True
-    return (
-        found[0] in _CONTINUING
-        or tuple(found[:2]) in _ELLIPTIC
-        or any(word in _REFERRING for word in found)
-        or len(tokenize(question)) <= _SHORT_QUESTION_TERMS
-    )
 
 
 class RetrievalEngine:
@@ -250,7 +226,7 @@ class _Ranking:
         query = dict.fromkeys(own, 1.0)
         follows = bool(history) and looks_like_follow_up(question)
         if follows:
-            for term, weight in _borrowed(history).items():
+            for term, weight in borrowed(history).items():
                 query.setdefault(term, weight)
         vector = None if vectors is None else vectors[0]
         before = None if vectors is None or len(vectors) < 2 else vectors[1]
@@ -409,20 +385,6 @@ class _Ranking:
             index_version=self.index.version or None,
             url=self.index.url(n),
         )
-
-
-def _borrowed(history: Sequence[PastExchange]) -> dict[str, float]:
-    """Terms of the questions a follow-up leans on: the last one, and further back while each
-    was itself a follow-up; each step back counts half as much."""
-    borrowed: dict[str, float] = {}
-    weight = BORROWED_WEIGHT
-    for past in list(reversed(history))[:_FOLLOW_UP_DEPTH]:
-        for term in tokenize(past.question):
-            borrowed.setdefault(term, weight)
-        if not looks_like_follow_up(past.question):
-            break
-        weight /= 2
-    return borrowed
 
 
 def _cite(passage: Passage) -> str:

@@ -22,7 +22,14 @@ pytestmark = pytest.mark.anyio
 def runtime(tmp_path: Path, probes: dict[str, Any], documents: int | None = None) -> Runtime:
     """A runtime carrying only what the probes read: its readiness checks and its index (none
     when `documents` is None, as for the echo engine)."""
-    served = IndexStatus("2e53917a", passages=40, documents=documents or 0, built_at=time.time() - 90)
+    served = IndexStatus(
+        "2e53917a",
+        passages=40,
+        documents=documents or 0,
+        built_at=time.time() - 90,
+        embedder="local:multilingual-e5-small-q4",
+        embedded=25,
+    )
     return Runtime(
         service=cast(Any, None),
         conversations=cast(Any, None),
@@ -84,7 +91,14 @@ async def test_an_empty_corpus_is_a_warning_not_a_failure(
 
 async def test_the_index_served_is_named_with_its_size_and_age(tmp_path: Path) -> None:
     said = body(await readiness(runtime(tmp_path, {"store": ok}, 3)))["index"]
-    assert said == {"version": "2e53917a", "passages": 40, "documents": 3, "ageSeconds": said["ageSeconds"]}
+    assert said == {
+        "version": "2e53917a",
+        "passages": 40,
+        "documents": 3,
+        "ageSeconds": said["ageSeconds"],
+        "embedder": "local:multilingual-e5-small-q4",
+        "embedded": 25,
+    }
     assert 89 <= said["ageSeconds"] <= 120
 
 

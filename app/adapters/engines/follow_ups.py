@@ -1,0 +1,52 @@
+"""Telling a follow-up from a question that stands alone, and what a follow-up borrows.
+
+"And how is it configured?" leans on the question before it: the embedded engine then ranks it
+with that question's terms (at half weight) and, with vectors, with that question's meaning too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.domain.ports import PastExchange
+from app.knowledge.tokens import tokenize, words
+
+#: How much a borrowed term (from the question before a follow-up) counts next to its own.
+BORROWED_WEIGHT = 0.5
+# Pronouns anywhere, or a leading "and"/"also"/"what about", mark a question that leans on the
+# last one; so does a question of one or two content words.
+_REFERRING = frozenset(
+    {"it", "its", "that", "this", "these", "they", "them", "those", "afterward", "afterwards"}
+)
+_CONTINUING = frozenset({"and", "also", "more", "but"})
+_ELLIPTIC = (("what", "about"), ("how", "about"), ("what", "if"))
+_SHORT_QUESTION_TERMS = 2
+_FOLLOW_UP_DEPTH = 3
+
+
+def looks_like_follow_up(question: str) -> bool:
+    """Whether `question` leans on the previous one: a pronoun ("it", "them"), an elliptic start
+    ("and ...", "what about ..."), or too few content words to stand alone."""
+    found = words(question)
+    if not found:
+        return True
+    return (
+        found[0] in _CONTINUING
+        or tuple(found[:2]) in _ELLIPTIC
+        or any(word in _REFERRING for word in found)
+        or len(tokenize(question)) <= _SHORT_QUESTION_TERMS
+    )
+
+
+def borrowed(history: Sequence[PastExchange]) -> dict[str, float]:
+    """Terms of the questions a follow-up leans on: the last one, and further back while each
+    was itself a follow-up; each step back counts half as much."""
+    borrowed: dict[str, float] = {}
+    weight = BORROWED_WEIGHT
+    for past in list(reversed(history))[:_FOLLOW_UP_DEPTH]:
+        for term in tokenize(past.question):
+            borrowed.setdefault(term, weight)
+        if not looks_like_follow_up(past.question):
+            break
+        weight /= 2
+    return borrowed

@@ -1,0 +1,87 @@
+"""`anvil index`: build a knowledge index from folders of documents, its passages embedded."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app import cli_arguments as arguments
+from app.settings import Settings
+
+
+def say(message: str) -> None:
+    sys.stderr.write(f"{message}\n")
+    sys.stderr.flush()
+
+
+def add_index_command(commands: Any, run: Callable[[argparse.Namespace], int]) -> None:
+    """The `index` subcommand of the `anvil` parser, calling `run`."""
+    p = commands.add_parser(
+        "index",
+        help="build a knowledge index from folders of documents, for ANVIL_INDEX",
+        description="Index the documents of each SOURCE folder into one file that `anvil serve` "
+        "opens (ANVIL_INDEX) instead of indexing a corpus at every start.",
+    )
+    p.add_argument(
+        "sources",
+        nargs="+",
+        type=arguments.source_folder,
+        metavar="SOURCE",
+        help="a folder, or FOLDER=URL: the site its pages are published at, for citations with links",
+    )
+    p.add_argument("--output", required=True, type=arguments.index_target, metavar="TARGET", help="the file")
+    p.add_argument(
+        "--embeddings",
+        choices=("none", "local", "openai", "azure-openai"),
+        help="the embedder of the passages' vectors (default: ANVIL_EMBEDDINGS, else local); "
+        "a server serves the index only with the same one",
+    )
+    p.add_argument(
+        "--reuse",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="INDEX",
+        help="an earlier index whose vectors are reused for passages whose text is unchanged "
+        "(the one at TARGET is, always); repeatable",
+    )
+    p.set_defaults(run=run)
+
+
+def index(args: argparse.Namespace, settings: Settings) -> int:
+    """Build one knowledge index from `args.sources` into `args.output`, its passages embedded
+    by the embedder of `ANVIL_EMBEDDINGS` (or `--embeddings`); one summary line."""
+    import time
+
+    from app.adapters.embeddings.factory import open_embedder
+    from app.cli_progress import IndexProgress
+    from app.errors import AnvilError
+    from app.knowledge.build import build
+
+    started = time.monotonic()
+    embedder = None
+    try:
+        embedder = open_embedder(settings, settings)
+        built = build(
+            args.sources, args.output, IndexProgress(sys.stderr), embedder=embedder, previous=args.reuse
+        )
+    except (OSError, ValueError, AnvilError) as error:
+        say(f"anvil: cannot index: {error}")
+        return 1
+    finally:
+        if embedder is not None:
+            embedder.close()
+    vectors = (
+        "no vectors (ANVIL_EMBEDDINGS=none)"
+        if embedder is None
+        else f"{built.embedded} passages embedded by {embedder.name}, "
+        f"{built.passages - (built.embedded or 0)} reused"
+    )
+    say(
+        f"anvil: indexed {built.files} files ({built.passages} passages; {vectors}) into {args.output}: "
+        f"version {built.version}, {built.bytes / 1e6:.1f} MB, {time.monotonic() - started:.1f} s"
+    )
+    return 0
