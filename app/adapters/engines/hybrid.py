@@ -28,7 +28,7 @@ it follows (its similarity is the pair's), since "can I add more than one?" says
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -45,6 +45,13 @@ Ranking = Literal["lexical", "vector", "hybrid", "rrf"]
 #: Reciprocal rank fusion's constant, as its authors chose it.
 RRF_K = 60
 
+#: How much the heading field and the whole-file field count next to the passage's text.
+HEADING_WEIGHT = 1.5
+FILE_WEIGHT = 0.3
+#: How far (a share of the best score) a heading that repeats the question word for word is lifted.
+EXACT_HEADING_LIFT = 0.5
+#: Scores are multiplied by the share of the query's IDF a passage holds, to this power.
+COVERAGE_EXPONENT = 0.5
 #: How much the question a follow-up leans on counts in its similarity, next to its own.
 BEFORE_WEIGHT = 0.5
 #: Weight of the (relative) similarity next to the (relative) BM25 score.
@@ -80,6 +87,34 @@ class Signals:
     lexical: Scores | None = None
     similarity: Scores | None = None
     ranked: tuple[int, ...] = ()
+
+
+def lexical_scores(index: KnowledgeIndex, query: Mapping[str, float], phrase: Sequence[str]) -> Scores:
+    """The BM25 score of every passage: its text, its headings (`HEADING_WEIGHT`) and its whole
+    file (`FILE_WEIGHT`), times the share of the query's informative weight it holds. A passage
+    whose own heading says exactly what the question says (`phrase`, its words) is lifted above
+    the rest."""
+    scores: Scores = np.zeros(index.passage_count, dtype=np.float64)
+    if not query:
+        return scores
+    numbers = {n: weight for term, weight in query.items() if (n := index.term(term)) is not None}
+    index.body.add_scores(scores, numbers)
+    index.heading.add_scores(scores, numbers, HEADING_WEIGHT)
+    whole = index.whole.scores(numbers)
+    scores += FILE_WEIGHT * whole[index.passage_document]
+    informative = {term: index.body.idf(index.term(term)) * weight for term, weight in query.items()}
+    held: Scores = np.zeros(index.passage_count, dtype=np.float64)
+    index.holders.add_presence(
+        held, {n: informative[term] for term in query if (n := index.term(term)) is not None}
+    )
+    scores *= (held / sum(informative.values())) ** COVERAGE_EXPONENT
+    exact = index.exact_heading(phrase)
+    if exact.size:
+        lift = EXACT_HEADING_LIFT * float(scores.max())
+        for n in exact.tolist():
+            if scores[n] > 0:
+                scores[n] += lift
+    return scores
 
 
 def fuse(lexical: Scores, similarity: Scores, index: KnowledgeIndex) -> Scores:

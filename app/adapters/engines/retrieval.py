@@ -19,9 +19,18 @@ import anyio
 import numpy as np
 
 from app.adapters.engines.follow_ups import borrowed, looks_like_follow_up
-from app.adapters.engines.hybrid import BEFORE_WEIGHT, Ranking, Signals, fuse, rank_fuse, refuse
+from app.adapters.engines.hybrid import (
+    BEFORE_WEIGHT,
+    Ranking,
+    Signals,
+    fuse,
+    lexical_scores,
+    rank_fuse,
+    refuse,
+)
 from app.adapters.engines.text_compose import Excerpt, Unit, choose, fit, shorten, units_of
 from app.domain.ports import Answer, Document, Embedder, Passage, PastExchange, Progress, Vectors
+from app.errors import AnvilError
 from app.knowledge.build import cached_index
 from app.knowledge.corpus import CorpusPassage
 from app.knowledge.corpus_files import read_corpus
@@ -47,16 +56,9 @@ NO_MATCH_ANSWER = (
     "Try rephrasing it, for example with the name of the feature or setting you mean."
 )
 
-#: How much the heading field and the whole-file field count next to the passage's text.
-HEADING_WEIGHT = 1.5
-FILE_WEIGHT = 0.3
 #: Share of the question's informative weight (IDF) the best passage must hold to be an answer.
 MIN_COVERAGE = 0.5
 MIN_SHARED_COVERAGE = 0.2
-#: How far (a share of the best score) a heading that repeats the question word for word is lifted.
-EXACT_HEADING_LIFT = 0.5
-#: Scores are multiplied by the share of the query's IDF a passage holds, to this power.
-COVERAGE_EXPONENT = 0.5
 
 _SEE_ALSO = 2
 _SEE_ALSO_SHARE = 0.3
@@ -152,8 +154,11 @@ class RetrievalEngine:
     async def search(self, text: str, max_results: int) -> list[Passage]:
         """The passages that best match `text`, best first, at most `max_results` (never zero-score)."""
         ranking = self._ranking
-        vectors = await self._embed(ranking, [text])
-        return ranking.search(text, max_results, None if vectors is None else vectors[0])
+        if not self._embeds(ranking):
+            return ranking.search(text, max_results)
+        return await anyio.to_thread.run_sync(
+            lambda: ranking.search(text, max_results, self._vectors([text]))
+        )
 
     async def fetch(self, source: str, max_chars: int) -> Document | None:
         """The text of corpus file `source` (front matter stripped), cut at a line end to at most
@@ -171,18 +176,29 @@ class RetrievalEngine:
         """Answer from the best passage for `question`, citing it (`instructions` and `progress`
         change nothing). A follow-up is embedded with the question it follows."""
         ranking = self._ranking
+        if not self._embeds(ranking):
+            return ranking.answer(question, history)
         texts = [question]
         if history and looks_like_follow_up(question):
             texts.append(history[-1].question)
-        vectors = await self._embed(ranking, texts)
-        return ranking.answer(question, history, vectors)
+        # In a worker thread, with the ranking: the similarity of every passage is a product
+        # over the whole index, too long to hold the event loop for on a large corpus.
+        return await anyio.to_thread.run_sync(lambda: ranking.answer(question, history, self._vectors(texts)))
 
-    async def _embed(self, ranking: _Ranking, texts: list[str]) -> Vectors | None:
-        """The questions' vectors, when `ranking`'s index can use them."""
-        embedder = self.embedder
-        if embedder is None or self._mode == "lexical" or ranking.index.vectors is None:
+    def _embeds(self, ranking: _Ranking) -> bool:
+        """Whether questions are embedded for `ranking`'s index."""
+        return self.embedder is not None and self._mode != "lexical" and ranking.index.vectors is not None
+
+    def _vectors(self, texts: list[str]) -> Vectors | None:
+        """The questions' vectors (blocking); None, and ranking by words, when the embedder fails."""
+        assert self.embedder is not None
+        try:
+            return self.embedder.embed(texts, query=True)
+        except AnvilError as error:
+            logger.warning(
+                "embeddings: ranking a question by words alone, since embedding it failed: %s", error
+            )
             return None
-        return await anyio.to_thread.run_sync(lambda: embedder.embed(texts, query=True))
 
 
 class _Ranking:
@@ -193,11 +209,11 @@ class _Ranking:
         self.mode: Ranking = mode if index.vectors is not None else "lexical"
         self._units: dict[int, tuple[Unit, ...]] = {}
 
-    def search(self, text: str, max_results: int, vector: Vectors | None = None) -> list[Passage]:
-        """The passages that best match `text` (embedded as `vector`), best first, at most
+    def search(self, text: str, max_results: int, vectors: Vectors | None = None) -> list[Passage]:
+        """The passages that best match `text` (embedded as `vectors[0]`), best first, at most
         `max_results` (never zero-score)."""
         query = dict.fromkeys(tokenize(text), 1.0)
-        ranked, _ = self._rank(query, words(text), max_results, vector)
+        ranked, _ = self._rank(query, words(text), max_results, None if vectors is None else vectors[0])
         return [self._passage(n, score) for n, score in ranked]
 
     def fetch(self, source: str, max_chars: int) -> Document | None:
@@ -297,30 +313,7 @@ class _Ranking:
         return ranked, Signals(lexical, similarity, tuple(n for n, _ in ranked))
 
     def _lexical(self, query: Mapping[str, float], phrase: Sequence[str]) -> Scores:
-        """The BM25 score of every passage. A passage whose own heading says exactly what the
-        question says (`phrase`, its words) is lifted above the rest."""
-        index = self.index
-        scores: Scores = np.zeros(index.passage_count, dtype=np.float64)
-        if not query:
-            return scores
-        numbers = {n: weight for term, weight in query.items() if (n := index.term(term)) is not None}
-        index.body.add_scores(scores, numbers)
-        index.heading.add_scores(scores, numbers, HEADING_WEIGHT)
-        whole = index.whole.scores(numbers)
-        scores += FILE_WEIGHT * whole[index.passage_document]
-        informative = {term: self._idf(term) * weight for term, weight in query.items()}
-        held: Scores = np.zeros(index.passage_count, dtype=np.float64)
-        index.holders.add_presence(
-            held, {n: informative[term] for term in query if (n := index.term(term)) is not None}
-        )
-        scores *= (held / sum(informative.values())) ** COVERAGE_EXPONENT
-        exact = index.exact_heading(phrase)
-        if exact.size:
-            lift = EXACT_HEADING_LIFT * float(scores.max())
-            for n in exact.tolist():
-                if scores[n] > 0:
-                    scores[n] += lift
-        return scores
+        return lexical_scores(self.index, query, phrase)
 
     def _idf(self, term: str) -> float:
         """The term's IDF among passage texts (highest for a term no passage holds)."""

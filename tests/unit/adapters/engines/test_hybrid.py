@@ -12,6 +12,7 @@ import pytest
 from app.adapters.embeddings.local import LocalEmbedder
 from app.adapters.engines.hybrid import fuse, missing_names, names, rank_fuse, unrelated_quantile
 from app.adapters.engines.retrieval import NO_MATCH_ANSWER, RetrievalEngine
+from app.errors import EngineFailed
 from app.knowledge.index import KnowledgeIndex
 
 pytestmark = pytest.mark.anyio
@@ -137,3 +138,30 @@ async def test_by_words_alone_the_same_engine_misses_a_paraphrase(engine: Retrie
     lexical = RetrievalEngine(engine.index, engine.embedder, ranking="lexical")
     question = "How can my own function run on each outgoing call and each reply?"
     assert first_source(await lexical.answer(question, [])) != "hooks.md"
+
+
+class Failing:
+    """An embedder whose endpoint is down."""
+
+    name = "local:multilingual-e5-small-q4"
+    batch_size = 1
+
+    def embed(self, texts: object, *, query: bool) -> np.ndarray:
+        raise EngineFailed("Anvil could not reach the embeddings endpoint; ask again in a moment.")
+
+    def close(self) -> None:
+        pass
+
+
+async def test_a_question_that_cannot_be_embedded_is_ranked_by_words(
+    engine: RetrievalEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    down = RetrievalEngine(engine.index, Failing())
+    lexical = RetrievalEngine(engine.index, None)
+    question = "How do I install Tern with pip?"
+    answer = await down.answer(question, [])
+    assert answer == await lexical.answer(question, []) and first_source(answer) == "install.md"
+    assert [p.source for p in await down.search(question, 2)] == [
+        p.source for p in await lexical.search(question, 2)
+    ]
+    assert "by words alone, since embedding it failed" in caplog.text
