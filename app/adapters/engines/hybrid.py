@@ -21,7 +21,8 @@ constant tuned on one set:
   passing and none of the passages found does: a question about a neighbouring product shares
   most of its words with the corpus, but not its name.
 
-The same rule holds one-shot and inside a conversation; a follow-up is judged with the question
+Without vectors, a question is refused when the lexical rule does not cover it or when it names
+something the corpus lacks. The same rule holds one-shot and inside a conversation; a follow-up is judged with the question
 it follows (its similarity is the pair's), since "can I add more than one?" says little alone.
 """
 
@@ -162,7 +163,7 @@ def refuse(
     """Whether to answer that nothing was found (see the module). `covered` is the lexical rule's
     verdict; `paired`: the similarity is that of a follow-up and the question before it."""
     if signals.similarity is None:
-        return not covered
+        return not covered or bool(missing_names(question, index, signals.ranked))
     median, high = unrelated_quantile(index, 0.5), unrelated_quantile(index, UNRELATED_QUANTILE)
     if median is None or high is None:
         return not covered

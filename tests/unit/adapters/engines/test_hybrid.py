@@ -165,3 +165,12 @@ async def test_a_question_that_cannot_be_embedded_is_ranked_by_words(
         p.source for p in await lexical.search(question, 2)
     ]
     assert "by words alone, since embedding it failed" in caplog.text
+
+
+async def test_by_words_alone_a_question_naming_what_the_corpus_lacks_is_refused(
+    engine: RetrievalEngine,
+) -> None:
+    lexical = RetrievalEngine(engine.index, None)
+    refused = await lexical.answer("How do I set a proxy URL in Postman?", [])
+    assert refused.text == NO_MATCH_ANSWER and refused.sources == ()
+    assert first_source(await lexical.answer("How do I set a proxy URL for Tern?", [])) == "proxies.md"
