@@ -22,8 +22,10 @@ constant tuned on one set:
   most of its words with the corpus, but not its name.
 
 Without vectors, a question is refused when the lexical rule does not cover it or when it names
-something the corpus lacks. The same rule holds one-shot and inside a conversation; a follow-up is judged with the question
-it follows (its similarity is the pair's), since "can I add more than one?" says little alone.
+something the corpus lacks. The same rule holds one-shot and inside a conversation; a follow-up
+is judged with the question it follows (it is as related as that question, or as their pair),
+since "can I add more than one?" says little alone. A question that does not lean on the one
+before is judged alone.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ class Signals:
     lexical: Scores | None = None
     similarity: Scores | None = None
     ranked: tuple[int, ...] = ()
+    #: For a follow-up: the best similarity of the question it leans on.
+    leaned: float | None = None
 
 
 def lexical_scores(index: KnowledgeIndex, query: Mapping[str, float], phrase: Sequence[str]) -> Scores:
@@ -157,19 +161,18 @@ def unrelated_quantile(index: KnowledgeIndex, q: float) -> float | None:
     return float(np.quantile(np.asarray(scores, dtype=np.float64), q))
 
 
-def refuse(
-    signals: Signals, covered: bool, index: KnowledgeIndex, question: str, paired: bool = False
-) -> bool:
+def refuse(signals: Signals, covered: bool, index: KnowledgeIndex, question: str) -> bool:
     """Whether to answer that nothing was found (see the module). `covered` is the lexical rule's
-    verdict; `paired`: the similarity is that of a follow-up and the question before it."""
+    verdict."""
     if signals.similarity is None:
         return not covered or bool(missing_names(question, index, signals.ranked))
     median, high = unrelated_quantile(index, 0.5), unrelated_quantile(index, UNRELATED_QUANTILE)
     if median is None or high is None:
         return not covered
     best = float(signals.similarity.max())
-    if paired:
-        best /= 1.0 + BEFORE_WEIGHT
+    if signals.leaned is not None:
+        # A follow-up is as related as the pair it makes with the question it leans on.
+        best = max(best / (1.0 + BEFORE_WEIGHT), signals.leaned)
     if best <= high:
         return True
     if not covered and best <= median + UNCOVERED_SPREADS * (high - median):

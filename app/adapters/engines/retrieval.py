@@ -248,7 +248,7 @@ class _Ranking:
         before = None if vectors is None or len(vectors) < 2 else vectors[1]
         ranked, signals = self._rank(query, words(question), 1 + _SEE_ALSO * 3, vector, before)
         covered = bool(ranked) and self._covers(ranked, own)
-        if not ranked or refuse(signals, covered, self.index, question, paired=before is not None):
+        if not ranked or refuse(signals, covered, self.index, question):
             return Answer(text=NO_MATCH_ANSWER)
 
         weights = {term: self._idf(term) * times for term, times in query.items()}
@@ -301,8 +301,11 @@ class _Ranking:
             ranked = [(n, float(lexical[n])) for n in top(lexical, k)]
             return ranked, Signals(lexical, None, tuple(n for n, _ in ranked))
         similarity: Scores = (index.vectors @ vector).astype(np.float64)
+        leaned = None
         if before is not None:
-            similarity = similarity + BEFORE_WEIGHT * (index.vectors @ before)
+            earlier = index.vectors @ before
+            leaned = float(earlier.max())
+            similarity = similarity + BEFORE_WEIGHT * earlier
         if self.mode == "vector":
             scores = similarity
         elif self.mode == "rrf":
@@ -310,7 +313,7 @@ class _Ranking:
         else:
             scores = fuse(lexical, similarity, index)
         ranked = [(n, float(scores[n])) for n in top(scores, k)]
-        return ranked, Signals(lexical, similarity, tuple(n for n, _ in ranked))
+        return ranked, Signals(lexical, similarity, tuple(n for n, _ in ranked), leaned)
 
     def _lexical(self, query: Mapping[str, float], phrase: Sequence[str]) -> Scores:
         return lexical_scores(self.index, query, phrase)
