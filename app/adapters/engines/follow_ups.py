@@ -24,6 +24,15 @@ _SHORT_QUESTION_TERMS = 2
 _FOLLOW_UP_DEPTH = 3
 
 
+def refers_back(question: str) -> bool:
+    """Whether `question` points at the previous one in so many words: a pronoun ("is it ..."),
+    an opening "and"/"also"/"but", or an elliptic "what about ..." (not merely being short)."""
+    found = words(question)
+    return bool(found) and (
+        found[0] in _CONTINUING or tuple(found[:2]) in _ELLIPTIC or any(word in _REFERRING for word in found)
+    )
+
+
 def looks_like_follow_up(question: str) -> bool:
     """Whether `question` leans on the previous one: a pronoun ("it", "them"), an elliptic start
     ("and ...", "what about ..."), or too few content words to stand alone."""

@@ -90,7 +90,9 @@ class Signals:
     lexical: Scores | None = None
     similarity: Scores | None = None
     ranked: tuple[int, ...] = ()
-    #: For a follow-up: the best similarity of the question it leans on.
+    #: Whether `similarity` is a follow-up's and its question's together (`BEFORE_WEIGHT`).
+    paired: bool = False
+    #: For a follow-up that refers back: the best similarity of the question it leans on.
     leaned: float | None = None
 
 
@@ -170,9 +172,11 @@ def refuse(signals: Signals, covered: bool, index: KnowledgeIndex, question: str
     if median is None or high is None:
         return not covered
     best = float(signals.similarity.max())
+    if signals.paired:
+        best /= 1.0 + BEFORE_WEIGHT
     if signals.leaned is not None:
-        # A follow-up is as related as the pair it makes with the question it leans on.
-        best = max(best / (1.0 + BEFORE_WEIGHT), signals.leaned)
+        # A follow-up that refers back is as related as the question it leans on.
+        best = max(best, signals.leaned)
     if best <= high:
         return True
     if not covered and best <= median + UNCOVERED_SPREADS * (high - median):

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import numpy as np
 
-from app.adapters.engines.follow_ups import borrowed, looks_like_follow_up
+from app.adapters.engines.follow_ups import borrowed, looks_like_follow_up, refers_back
 from app.adapters.engines.hybrid import (
     BEFORE_WEIGHT,
     Ranking,
@@ -247,6 +248,9 @@ class _Ranking:
         vector = None if vectors is None else vectors[0]
         before = None if vectors is None or len(vectors) < 2 else vectors[1]
         ranked, signals = self._rank(query, words(question), 1 + _SEE_ALSO * 3, vector, before)
+        if not refers_back(question):
+            # Short but pointing at nothing: as related as the pair it makes, no more.
+            signals = replace(signals, leaned=None)
         covered = bool(ranked) and self._covers(ranked, own)
         if not ranked or refuse(signals, covered, self.index, question):
             return Answer(text=NO_MATCH_ANSWER)
@@ -313,7 +317,7 @@ class _Ranking:
         else:
             scores = fuse(lexical, similarity, index)
         ranked = [(n, float(scores[n])) for n in top(scores, k)]
-        return ranked, Signals(lexical, similarity, tuple(n for n, _ in ranked), leaned)
+        return ranked, Signals(lexical, similarity, tuple(n for n, _ in ranked), before is not None, leaned)
 
     def _lexical(self, query: Mapping[str, float], phrase: Sequence[str]) -> Scores:
         return lexical_scores(self.index, query, phrase)

@@ -112,6 +112,8 @@ async def test_paraphrases_find_their_page(engine: RetrievalEngine, question: st
     [
         "What is the tallest mountain in Africa?",
         "How long should I boil an egg for a runny yolk?",
+        # Two words of its own, so ranked as a follow-up in a conversation, yet pointing at nothing.
+        "How many calories are in a banana?",
         # Shares the corpus's words (proxy, URL) but names a product it never mentions.
         "How do I set a proxy URL in Postman?",
     ],
