@@ -268,6 +268,11 @@ def _kept(
     return KnowledgeIndex.open(path)
 
 
+#: Passages a background embedding sends at a time: it stops between two batches when the
+#: server shuts down, so a batch is what shutting down may wait for (about a second on a CPU).
+BACKGROUND_BATCH = 4
+
+
 class EmbeddingCancelled(Exception):
     """`PendingVectors.run` stopped between two batches because it was asked to."""
 
@@ -312,5 +317,6 @@ class PendingVectors:
             if progress is not None:
                 progress(done, of)
 
-        add_vectors(self._arrays, self._content, self._embedder, self._reuse, heard, self._texts)
+        batch = min(self._embedder.batch_size, BACKGROUND_BATCH)
+        add_vectors(self._arrays, self._content, self._embedder, self._reuse, heard, self._texts, batch)
         return _kept(self._arrays, self._content, self._path, self._corpus)

@@ -254,6 +254,7 @@ def add_vectors(
     reuse: Mapping[bytes, Vectors] | None = None,
     progress: Progress | None = None,
     texts: Sequence[str] | None = None,
+    batch: int | None = None,
 ) -> int:
     """Add the passage vectors of `embedder` to built sections (`texts`: what is embedded of each
     passage, if known); how many passages it embedded (the rest were in `reuse`)."""
@@ -262,7 +263,11 @@ def add_vectors(
         bodies = TextTable.of(arrays.__getitem__, "passage.text")
         texts = [passage_text(headings[n], bodies[n]) for n in range(len(bodies))]
     found, embedded = embed_arrays(
-        texts, embedder, reuse, None if progress is None else lambda done, of: progress("embedding", done, of)
+        texts,
+        embedder,
+        reuse,
+        None if progress is None else lambda done, of: progress("embedding", done, of),
+        batch,
     )
     arrays.update(found)
     content["embedder"] = {"name": embedder.name, "dimensions": int(found["vectors"].shape[1])}

@@ -51,14 +51,16 @@ def embed_arrays(
     embedder: PassageEmbedder,
     reuse: Mapping[bytes, Vectors] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    batch: int | None = None,
 ) -> tuple[dict[str, npt.NDArray[Any]], int]:
     """The `vectors` and `vectors.keys` sections for `texts`, and how many texts were embedded
-    (the others' vectors were found in `reuse` by key). `progress` hears (done, of) as batches end."""
+    (the others' vectors were found in `reuse` by key), `batch` at a time (default: the embedder's
+    batch size). `progress` hears (done, of) as batches end."""
     keys = [vector_key(embedder.name, text) for text in texts]
     reuse = reuse or {}
     missing = [n for n, key in enumerate(keys) if key not in reuse]
     found: dict[int, Vectors] = {}
-    batch = max(1, embedder.batch_size)
+    batch = max(1, batch or embedder.batch_size)
     if progress is not None and missing:
         progress(0, len(missing))
     for start in range(0, len(missing), batch):
