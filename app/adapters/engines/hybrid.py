@@ -129,9 +129,10 @@ def fuse(lexical: Scores, similarity: Scores, index: KnowledgeIndex) -> Scores:
     best_lexical = float(lexical.max())
     relative_lexical = lexical / best_lexical if best_lexical > 0 else np.zeros_like(lexical)
     floor = unrelated_quantile(index, 0.5)
-    best = float(similarity.max())
-    if floor is None or best <= floor:
+    if floor is None:  # an index without calibration: the passages' own median
         floor = float(np.median(similarity))
+    best = float(similarity.max())
+    # No more alike than an unrelated question: nothing by meaning (at most -1 each).
     spread = max(best - floor, 1e-6)
     relative_similarity = np.clip((similarity - floor) / spread, -1.0, 1.0)
     fused: Scores = relative_lexical + VECTOR_WEIGHT * relative_similarity

@@ -176,3 +176,11 @@ async def test_by_words_alone_a_question_naming_what_the_corpus_lacks_is_refused
     refused = await lexical.answer("How do I set a proxy URL in Postman?", [])
     assert refused.text == NO_MATCH_ANSWER and refused.sources == ()
     assert first_source(await lexical.answer("How do I set a proxy URL for Tern?", [])) == "proxies.md"
+
+
+async def test_search_returns_no_passage_that_holds_no_word_and_is_as_unrelated_as_the_questions_kept(
+    engine: RetrievalEngine,
+) -> None:
+    assert await engine.search("tallest mountain in Africa", 5) == []
+    found = await engine.search("How long does a call wait before it gives up?", 5)
+    assert found and found[0].source == "timeouts.md"
