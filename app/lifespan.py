@@ -174,12 +174,12 @@ async def _embed_in_background(
         )
         try:
             index = await anyio.to_thread.run_sync(pending.run, abandon_on_cancel=True)
+            retrieval.swap(index)
         except EmbeddingCancelled:
             return
         except Exception:  # the lexical index goes on serving
             logger.exception("index: embedding the passages failed; questions stay ranked by words alone")
             return
-        retrieval.swap(index)
         logger.info("index: %d passages embedded; questions are ranked by words and meaning", pending.missing)
 
     tasks = await stack.enter_async_context(anyio.create_task_group())

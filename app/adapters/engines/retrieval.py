@@ -6,7 +6,7 @@ name), and its whole file, so that a section titled after the question, in a fil
 over a passing mention. When the index holds passage vectors and an embedder is at hand, the
 question is embedded too and the two rankings are fused (`hybrid`). A question the corpus does
 not cover is refused with `NO_MATCH_ANSWER` and no sources, by a rule that weighs both signals
-against what the corpus itself scores (`hybrid.Refusal`).
+against what the corpus itself scores (`hybrid.refuse`).
 """
 
 from __future__ import annotations
@@ -72,9 +72,9 @@ class RetrievalEngine:
     """Answers from a knowledge index: BM25 over heading-level passages, with cited excerpts.
 
     Made from an opened index, from a folder (`build`) or from bare passages (`from_passages`).
-    With an `embedder` and an index holding its vectors, each question is embedded off the event
-    loop and ranked `hybrid` (or by one signal alone: `ranking`, for measuring); the ranking itself
-    runs inline and is fast.
+    With an `embedder` and an index holding its vectors, each question is embedded and ranked
+    `hybrid` (or otherwise: `ranking`, for measuring) in a worker thread; by words alone, the
+    ranking runs inline and is fast.
     """
 
     name = "retrieval"
