@@ -1,6 +1,6 @@
 # The Container App running the image: HTTPS ingress to port 8000 that accepts only the gateway,
-# the managed identity for Cosmos DB, the knowledge index blob, the registry and Application
-# Insights, and the replicas and scale rule the variables set.
+# the managed identity for Cosmos DB, the knowledge index blob, Azure OpenAI, the registry and
+# Application Insights, and the replicas and scale rule the variables set.
 
 resource "azurerm_container_app_environment" "anvil" {
   name                       = "${var.name_prefix}-env"
@@ -150,8 +150,30 @@ resource "azurerm_container_app" "anvil" {
         name  = "ANVIL_INDEX"
         value = local.index_url
       }
-      # DefaultAzureCredential (Cosmos DB, Blob Storage, telemetry) picks the user-assigned
-      # identity with this client id.
+      # Answers from the Azure OpenAI chat deployment, grounded on passages ranked by words and
+      # by the embeddings deployment (openai.tf), signed in as the identity: no key.
+      env {
+        name  = "ANVIL_ANSWER_ENGINE"
+        value = "azure-openai"
+      }
+      env {
+        name  = "ANVIL_AZURE_OPENAI_ENDPOINT"
+        value = local.openai_endpoint
+      }
+      env {
+        name  = "ANVIL_AZURE_OPENAI_DEPLOYMENT"
+        value = local.openai_chat_deployment
+      }
+      env {
+        name  = "ANVIL_EMBEDDINGS"
+        value = "azure-openai"
+      }
+      env {
+        name  = "ANVIL_AZURE_OPENAI_EMBEDDING_DEPLOYMENT"
+        value = local.openai_embedding_deployment
+      }
+      # DefaultAzureCredential (Cosmos DB, Blob Storage, Azure OpenAI, telemetry) picks the
+      # user-assigned identity with this client id.
       env {
         name  = "AZURE_CLIENT_ID"
         value = azurerm_user_assigned_identity.anvil.client_id
@@ -207,12 +229,15 @@ resource "azurerm_container_app" "anvil" {
     }
   }
 
-  # The first revision starts only once it may read Cosmos DB and the index, pull the image and
-  # send telemetry (and, with private_network, reach the index through its private endpoint).
+  # The first revision starts only once it may read Cosmos DB and the index, call Azure OpenAI,
+  # pull the image and send telemetry (and, with private_network, reach the index and Azure
+  # OpenAI through their private endpoints).
   depends_on = [
     azurerm_cosmosdb_sql_role_assignment.anvil_data_contributor,
     azurerm_role_assignment.index_reader,
     azurerm_private_endpoint.blob,
+    azurerm_role_assignment.openai_user,
+    azurerm_private_endpoint.openai,
     azurerm_role_assignment.acr_pull,
     azurerm_role_assignment.telemetry_publisher,
   ]

@@ -1,7 +1,8 @@
 # The identity the GitHub workflows (.github/workflows/deploy.yml and index.yml) sign in as, with
 # OpenID Connect: no secret is stored anywhere. Created only when var.github_repository is set.
-# Its roles are what deploy.yml's `az acr build` and `terraform apply` and index.yml's upload of
-# the knowledge index need, on this deployment's resource group only; see docs/deployment.md.
+# Its roles are what deploy.yml's `az acr build` and `terraform apply` and index.yml's build
+# (embedding with Azure OpenAI) and upload of the knowledge index need, on this deployment's
+# resource group only (and an existing Azure OpenAI resource); see docs/deployment.md.
 
 locals {
   github_deploy = var.github_repository != ""
@@ -15,10 +16,11 @@ locals {
   # The roles this configuration assigns inside the resource group: the deployment identity may
   # assign these and no others (built-in role definition ids).
   delegated_roles = {
-    "AcrPull"                       = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
-    "Monitoring Metrics Publisher"  = "3913510d-42f4-4e42-8a64-420c390055eb"
-    "Storage Blob Data Reader"      = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
-    "Storage Blob Data Contributor" = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+    "AcrPull"                        = "7f951dda-4ed3-4680-a7ca-43fe172d538d"
+    "Monitoring Metrics Publisher"   = "3913510d-42f4-4e42-8a64-420c390055eb"
+    "Storage Blob Data Reader"       = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
+    "Storage Blob Data Contributor"  = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+    "Cognitive Services OpenAI User" = "5e0bd9bd-7b93-4f28-af87-19fc36ad61bd"
   }
   delegated_role_ids = join(", ", values(local.delegated_roles))
 
@@ -30,6 +32,11 @@ locals {
     },
     local.custom_domain ? {
       certificate-read = { scope = var.custom_domain_key_vault_id, role = "Reader" }
+    } : {},
+    # An existing Azure OpenAI resource (openai.tf) is outside the group: reading the role
+    # assignments made there.
+    local.openai_existing ? {
+      openai-read = { scope = var.openai_account_id, role = "Reader" }
     } : {},
   ) : {}
 
@@ -102,6 +109,16 @@ resource "azurerm_role_assignment" "deploy_index_writer" {
   count                = local.github_deploy ? 1 : 0
   scope                = azurerm_storage_container.indexes.id
   role_definition_name = "Storage Blob Data Contributor"
+  principal_id         = azurerm_user_assigned_identity.deploy[0].principal_id
+  principal_type       = "ServicePrincipal"
+}
+
+# index.yml's `anvil index` embeds the passages with the app's embeddings deployment (openai.tf):
+# calling the deployments of the Azure OpenAI resource, nothing more.
+resource "azurerm_role_assignment" "deploy_openai_user" {
+  count                = local.github_deploy ? 1 : 0
+  scope                = local.openai_account_id
+  role_definition_name = "Cognitive Services OpenAI User"
   principal_id         = azurerm_user_assigned_identity.deploy[0].principal_id
   principal_type       = "ServicePrincipal"
 }

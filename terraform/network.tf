@@ -188,3 +188,44 @@ resource "azurerm_private_endpoint" "blob" {
     private_dns_zone_ids = [azurerm_private_dns_zone.blob[0].id]
   }
 }
+
+# The Azure OpenAI resource (openai.tf: created, or the existing one of openai_account_id), for the
+# app's answers and embeddings: inside the network its host name resolves, through the privatelink
+# zone for Azure OpenAI, to the endpoint's private address. An existing resource's owner may have
+# to approve the connection.
+resource "azurerm_private_dns_zone" "openai" {
+  count               = local.private_count
+  name                = "privatelink.openai.azure.com"
+  resource_group_name = azurerm_resource_group.anvil.name
+  tags                = local.tags
+}
+
+resource "azurerm_private_dns_zone_virtual_network_link" "openai" {
+  count                 = local.private_count
+  name                  = "openai"
+  resource_group_name   = azurerm_resource_group.anvil.name
+  private_dns_zone_name = azurerm_private_dns_zone.openai[0].name
+  virtual_network_id    = azurerm_virtual_network.anvil[0].id
+  tags                  = local.tags
+}
+
+resource "azurerm_private_endpoint" "openai" {
+  count               = local.private_count
+  name                = "${local.openai_name}-pe"
+  location            = azurerm_resource_group.anvil.location
+  resource_group_name = azurerm_resource_group.anvil.name
+  subnet_id           = azurerm_subnet.endpoints[0].id
+  tags                = local.tags
+
+  private_service_connection {
+    name                           = "openai-account"
+    private_connection_resource_id = local.openai_account_id
+    subresource_names              = ["account"]
+    is_manual_connection           = false
+  }
+
+  private_dns_zone_group {
+    name                 = "openai"
+    private_dns_zone_ids = [azurerm_private_dns_zone.openai[0].id]
+  }
+}

@@ -96,3 +96,19 @@ output "INDEX_CONTAINER_ID" {
   description = "Resource id of the index container: the scope of the Storage Blob Data roles (`az role assignment create --scope`)."
   value       = azurerm_storage_container.indexes.id
 }
+
+# Read by azd's postprovision hook, which embeds the index's passages with the same deployment.
+output "OPENAI_ENDPOINT" {
+  description = "The Azure OpenAI endpoint Anvil answers and embeds with."
+  value       = local.openai_endpoint
+}
+
+output "OPENAI_CHAT_DEPLOYMENT" {
+  description = "The chat model deployment Anvil answers with."
+  value       = local.openai_chat_deployment
+}
+
+output "OPENAI_EMBEDDING_DEPLOYMENT" {
+  description = "The embeddings deployment passages and questions are embedded with."
+  value       = local.openai_embedding_deployment
+}

@@ -251,3 +251,128 @@ variable "terraform_state_storage_account_id" {
   type        = string
   default     = ""
 }
+
+# --- Azure OpenAI (openai.tf) -----------------------------------------------------------------
+
+variable "openai_account_id" {
+  description = "Resource id of an existing Azure OpenAI resource (kind OpenAI) to answer and embed with instead of creating one; its deployments are named by openai_chat_deployment and openai_embedding_deployment, and its endpoint is openai_endpoint. Empty: one is created, with both deployments."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.openai_account_id == "" || can(regex("(?i)^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft\\.CognitiveServices/accounts/[^/]+$", var.openai_account_id))
+    error_message = "openai_account_id must be the resource id of a Microsoft.CognitiveServices account: /subscriptions/SUB/resourceGroups/RG/providers/Microsoft.CognitiveServices/accounts/NAME."
+  }
+}
+
+variable "openai_endpoint" {
+  description = "With openai_account_id: that resource's endpoint, e.g. `https://NAME.openai.azure.com/` (`az cognitiveservices account show --query properties.endpoint`). Empty without it: the created resource's endpoint is used."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = (var.openai_endpoint == "") == (var.openai_account_id == "")
+    error_message = "openai_endpoint and openai_account_id go together: give the existing resource's endpoint with its id, or neither to create one."
+  }
+
+  validation {
+    condition     = var.openai_endpoint == "" || can(regex("^https://[^/]+/?$", var.openai_endpoint))
+    error_message = "openai_endpoint must be the resource's https:// endpoint, e.g. https://NAME.openai.azure.com/."
+  }
+}
+
+variable "openai_location" {
+  description = "Region of the Azure OpenAI resource Terraform creates, where its models and their quota are (not every region offers every model), e.g. `swedencentral`. Empty: the deployment's location."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^[a-z0-9]*$", var.openai_location))
+    error_message = "openai_location must be a region name such as swedencentral, or empty."
+  }
+}
+
+variable "openai_chat_deployment" {
+  description = "Name of the chat model deployment Anvil answers with: the one Terraform creates, or the existing one in openai_account_id."
+  type        = string
+  default     = "chat"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9][A-Za-z0-9._-]{1,63}$", var.openai_chat_deployment))
+    error_message = "openai_chat_deployment must be 2 to 64 letters, digits, dots, hyphens or underscores, starting with a letter or digit."
+  }
+}
+
+variable "openai_chat_model" {
+  description = "The chat model to deploy."
+  type        = string
+  default     = "gpt-4o-mini"
+}
+
+variable "openai_chat_model_version" {
+  description = "The chat model's version."
+  type        = string
+  default     = "2024-07-18"
+}
+
+variable "openai_chat_sku" {
+  description = "The chat deployment's type: GlobalStandard (pay per token, routed across regions), Standard (in the resource's region), or a provisioned type."
+  type        = string
+  default     = "GlobalStandard"
+}
+
+variable "openai_chat_capacity" {
+  description = "The chat deployment's rate limit, in thousands of tokens per minute (from the subscription's quota)."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.openai_chat_capacity >= 1
+    error_message = "openai_chat_capacity must be at least 1 (thousand tokens per minute)."
+  }
+}
+
+variable "openai_embedding_deployment" {
+  description = "Name of the embeddings model deployment passages and questions are embedded with: the existing one in openai_account_id (required there), or the one Terraform creates. Empty: `<model>-<version>`, e.g. `text-embedding-3-small-1`. An index records this name as its embedder, so a new model must get a new name: the app then refuses an index built with the old one instead of mixing vectors of two models."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.openai_embedding_deployment != "" || var.openai_account_id == ""
+    error_message = "openai_embedding_deployment must name the embeddings deployment of the existing resource of openai_account_id."
+  }
+
+  validation {
+    condition     = var.openai_embedding_deployment == "" || can(regex("^[A-Za-z0-9][A-Za-z0-9._-]{1,63}$", var.openai_embedding_deployment))
+    error_message = "openai_embedding_deployment must be 2 to 64 letters, digits, dots, hyphens or underscores, starting with a letter or digit."
+  }
+}
+
+variable "openai_embedding_model" {
+  description = "The embeddings model to deploy."
+  type        = string
+  default     = "text-embedding-3-small"
+}
+
+variable "openai_embedding_model_version" {
+  description = "The embeddings model's version."
+  type        = string
+  default     = "1"
+}
+
+variable "openai_embedding_sku" {
+  description = "The embeddings deployment's type (see openai_chat_sku)."
+  type        = string
+  default     = "Standard"
+}
+
+variable "openai_embedding_capacity" {
+  description = "The embeddings deployment's rate limit, in thousands of tokens per minute: building an index sends every passage once, so more capacity builds a large corpus sooner."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.openai_embedding_capacity >= 1
+    error_message = "openai_embedding_capacity must be at least 1 (thousand tokens per minute)."
+  }
+}

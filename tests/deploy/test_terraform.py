@@ -283,6 +283,9 @@ DEPLOYED = {
     "ANVIL_COSMOS_DATABASE": "anvil",
     "ANVIL_COSMOS_CONTAINER": "conversations",
     "ANVIL_INDEX": "https://anvilst1a2b3c.blob.core.windows.net/indexes/docs.anvilidx",
+    "ANVIL_AZURE_OPENAI_ENDPOINT": "https://anvil-ai-1a2b3c.openai.azure.com/",
+    "ANVIL_AZURE_OPENAI_DEPLOYMENT": "chat",
+    "ANVIL_AZURE_OPENAI_EMBEDDING_DEPLOYMENT": "embeddings",
 }
 
 
