@@ -37,9 +37,10 @@ from app.knowledge.index import (
     Progress,
     add_vectors,
     build_arrays,
+    passage_texts,
     write_arrays,
 )
-from app.knowledge.vectors import PassageEmbedder, Vectors, reusable
+from app.knowledge.vectors import PassageEmbedder, Vectors, reusable, vector_key
 from app.private_files import PRIVATE_FILE, describe, private_folder
 
 logger = logging.getLogger(__name__)
@@ -296,9 +297,7 @@ class PendingVectors:
         self._reuse = reuse
         self._path = path
         self._corpus = corpus
-        self._texts = KnowledgeIndex.of_arrays(arrays, content).passage_texts()
-        from app.knowledge.vectors import vector_key
-
+        self._texts = passage_texts(arrays)
         self.missing = sum(vector_key(embedder.name, text) not in reuse for text in self._texts)
         #: How many of the missing passages have been embedded so far.
         self.done = 0

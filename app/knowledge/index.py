@@ -247,6 +247,13 @@ def write_arrays(
     return write_index(target, arrays, content, built, mode=mode)
 
 
+def passage_texts(arrays: Mapping[str, npt.NDArray[Any]]) -> list[str]:
+    """What is embedded of each passage of built sections (`vectors.passage_text`)."""
+    headings = TextTable.of(arrays.__getitem__, "passage.heading")
+    bodies = TextTable.of(arrays.__getitem__, "passage.text")
+    return [passage_text(headings[n], bodies[n]) for n in range(len(bodies))]
+
+
 def add_vectors(
     arrays: dict[str, npt.NDArray[Any]],
     content: dict[str, Any],
@@ -259,9 +266,7 @@ def add_vectors(
     """Add the passage vectors of `embedder` to built sections (`texts`: what is embedded of each
     passage, if known); how many passages it embedded (the rest were in `reuse`)."""
     if texts is None:
-        headings = TextTable.of(arrays.__getitem__, "passage.heading")
-        bodies = TextTable.of(arrays.__getitem__, "passage.text")
-        texts = [passage_text(headings[n], bodies[n]) for n in range(len(bodies))]
+        texts = passage_texts(arrays)
     found, embedded = embed_arrays(
         texts,
         embedder,

@@ -84,10 +84,9 @@ _INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
 
 @dataclass(frozen=True)
 class Signals:
-    """What a question scored on every passage: by words (BM25), and by meaning (cosine, None
-    without vectors); `ranked` is the passages found, best first."""
+    """What a question scored on every passage by meaning (cosine; None without vectors), and
+    the passages found, best first."""
 
-    lexical: Scores | None = None
     similarity: Scores | None = None
     ranked: tuple[int, ...] = ()
     #: Whether `similarity` is a follow-up's and its question's together (`BEFORE_WEIGHT`).

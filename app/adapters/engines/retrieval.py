@@ -303,7 +303,7 @@ class _Ranking:
         lexical = self._lexical(query, phrase)
         if vector is None or index.vectors is None or self.mode == "lexical":
             ranked = [(n, float(lexical[n])) for n in top(lexical, k)]
-            return ranked, Signals(lexical, None, tuple(n for n, _ in ranked))
+            return ranked, Signals(None, tuple(n for n, _ in ranked))
         similarity: Scores = (index.vectors @ vector).astype(np.float64)
         leaned = None
         if before is not None:
@@ -317,7 +317,7 @@ class _Ranking:
         else:
             scores = fuse(lexical, similarity, index)
         ranked = [(n, float(scores[n])) for n in top(scores, k)]
-        return ranked, Signals(lexical, similarity, tuple(n for n, _ in ranked), before is not None, leaned)
+        return ranked, Signals(similarity, tuple(n for n, _ in ranked), before is not None, leaned)
 
     def _lexical(self, query: Mapping[str, float], phrase: Sequence[str]) -> Scores:
         return lexical_scores(self.index, query, phrase)

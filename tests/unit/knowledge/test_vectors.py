@@ -130,3 +130,22 @@ def test_embedding_in_the_background_stops_between_batches_when_cancelled(tmp_pa
 def test_without_an_embedder_the_cached_index_has_no_vectors(tmp_path: Path) -> None:
     index = cached_index(corpus(tmp_path), tmp_path / "cache")
     assert index.vectors is None and index.embedder is None and index.calibration is None
+
+
+@pytest.mark.anyio
+async def test_a_new_version_from_another_embedder_is_refused_by_the_refresher(tmp_path: Path) -> None:
+    from app.knowledge.refresh import FileSource, IndexRefresher
+
+    folder, target = corpus(tmp_path), tmp_path / "served.anvilidx"
+    build([Source(folder)], target, embedder=Counting("test:one"))
+    source = FileSource(target, tmp_path)
+    served, seen = source.open()
+    engine = RetrievalEngine(served, Counting("test:one"))
+    refused: list[str] = []
+    refresher = IndexRefresher(source, engine.index, seen, engine.swap, refused.append)
+
+    build([Source(folder)], target, embedder=Counting("test:two"))
+    assert await refresher.check() is False
+    assert engine.index is served and len(refused) == 1
+    assert "passages were embedded by test:two and this server embeds with test:one" in refused[0]
+    assert await refresher.check() is False and len(refused) == 1  # said once
