@@ -75,6 +75,7 @@ class KnowledgeIndex:
         self.whole = Field.from_arrays(get, "whole")
         self.holders = Field.from_arrays(get, "holders", weighted=False)
         self.documents = strings(get("documents"))
+        self._document_numbers = {source: n for n, source in enumerate(self.documents)}
         self._pages = strings(get("documents.url"))
         self.passage_document: Ids = get("passage.document")
         self._headings = TextTable.of(get, "passage.heading")
@@ -154,6 +155,10 @@ class KnowledgeIndex:
             heading=self._headings[n],
             text=self._texts[n],
         )
+
+    def document(self, source: str) -> int | None:
+        """The number of the document `source` (a file holding passages), if it is one."""
+        return self._document_numbers.get(source)
 
     def file(self, source: str) -> CorpusFile | None:
         n = self._file_numbers.get(source)

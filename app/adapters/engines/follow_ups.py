@@ -1,12 +1,15 @@
 """Telling a follow-up from a question that stands alone, and what a follow-up borrows.
 
 "And how is it configured?" leans on the question before it: the embedded engine then ranks it
-with that question's terms (at half weight) and, with vectors, with that question's meaning too.
+with that question's terms (at half weight) and, with vectors, with that question's meaning too,
+and lifts the file the answer before it cited first (`cited_source`): a conversation mostly stays
+on the page it is about.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 
 from app.domain.ports import PastExchange
 from app.knowledge.tokens import tokenize, words
@@ -21,6 +24,9 @@ _REFERRING = frozenset(
 _CONTINUING = frozenset({"and", "also", "more", "but"})
 _ELLIPTIC = (("what", "about"), ("how", "about"), ("what", "if"))
 _SHORT_QUESTION_TERMS = 2
+# What a file named in an answer can be: a run of characters without spaces, brackets, quotes
+# or separators ("According to guide/setup.md (Install): ...", "See `api/Store.md`.").
+_NAMED = re.compile(r"[^\s()\[\]{}<>`'\"\u201c\u201d\u2018\u2019,;:*|]+")
 _FOLLOW_UP_DEPTH = 3
 
 
@@ -59,3 +65,14 @@ def borrowed(history: Sequence[PastExchange]) -> dict[str, float]:
             break
         weight /= 2
     return borrowed
+
+
+def cited_source(answer: str, known: Callable[[str], bool]) -> str | None:
+    """The first corpus file `answer` names (the one it is answered from, as the embedded engine
+    cites it: "According to `source` (heading): ..."); None when it names none. `known` tells a
+    corpus file's path (relative, as cited) from any other word."""
+    for match in _NAMED.finditer(answer):
+        name = match.group().rstrip(".!?")
+        if "." in name and known(name):
+            return name
+    return None

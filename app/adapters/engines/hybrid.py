@@ -8,6 +8,14 @@ index) and the best passage, weighted 1.5 to 1. Measured against reciprocal rank
 found the right page as often or more, and it keeps a passage that only one ranking finds strongly above
 those both find weakly, which rank fusion cannot tell apart.
 
+**A follow-up** lifts the passages of the file the answer before it cited first by a quarter of the
+best score: a conversation mostly stays on its page, and "do I have to come back to work for a
+while afterward?" finds the parental-leave page it follows rather than the general leave page.
+Measured on the public sets, follow-ups found their page 2 and 3 of 5 times without the lift and 4
+and 4 with it on the two where they missed (a share from 0.2 to 0.3 does the same; 0.4 loses one),
+and nothing else changed. Ranked by words alone it gained nothing and lost a follow-up, so only
+the fused ranking lifts. The lift only reorders what was found: refusal does not read it.
+
 **Refusal** with vectors weighs three things, each against the corpus itself rather than a
 constant tuned on one set:
 
@@ -57,6 +65,9 @@ EXACT_HEADING_LIFT = 0.5
 COVERAGE_EXPONENT = 0.5
 #: How much the question a follow-up leans on counts in its similarity, next to its own.
 BEFORE_WEIGHT = 0.5
+#: How far (a share of the best score) a follow-up lifts the passages of the file the answer
+#: before it cited first.
+FOLLOW_UP_LIFT = 0.25
 #: Weight of the (relative) similarity next to the (relative) BM25 score.
 VECTOR_WEIGHT = 1.5
 #: The unrelated questions' quantile at or below which a question is unrelated too.
@@ -136,6 +147,17 @@ def fuse(lexical: Scores, similarity: Scores, index: KnowledgeIndex) -> Scores:
     relative_similarity = np.clip((similarity - floor) / spread, -1.0, 1.0)
     fused: Scores = relative_lexical + VECTOR_WEIGHT * relative_similarity
     return fused
+
+
+def lift(scores: Scores, index: KnowledgeIndex, document: int) -> Scores:
+    """`scores` with the passages of `document` that scored above zero lifted by
+    `FOLLOW_UP_LIFT` of the best score (a follow-up staying on the page it follows)."""
+    best = float(scores.max())
+    if best <= 0:
+        return scores
+    lifted = scores.copy()
+    lifted[(index.passage_document == document) & (scores > 0)] += FOLLOW_UP_LIFT * best
+    return lifted
 
 
 def rank_fuse(lexical: Scores, similarity: Scores) -> Scores:

@@ -19,13 +19,14 @@ from pathlib import Path
 import anyio
 import numpy as np
 
-from app.adapters.engines.follow_ups import borrowed, looks_like_follow_up, refers_back
+from app.adapters.engines.follow_ups import borrowed, cited_source, looks_like_follow_up, refers_back
 from app.adapters.engines.hybrid import (
     BEFORE_WEIGHT,
     Ranking,
     Signals,
     fuse,
     lexical_scores,
+    lift,
     rank_fuse,
     refuse,
 )
@@ -242,12 +243,15 @@ class _Ranking:
         own = tokenize(question)
         query = dict.fromkeys(own, 1.0)
         follows = bool(history) and looks_like_follow_up(question)
+        page = None
         if follows:
             for term, weight in borrowed(history).items():
                 query.setdefault(term, weight)
+            cited = cited_source(history[-1].answer, lambda name: self.index.document(name) is not None)
+            page = None if cited is None else self.index.document(cited)
         vector = None if vectors is None else vectors[0]
         before = None if vectors is None or len(vectors) < 2 else vectors[1]
-        ranked, signals = self._rank(query, words(question), 1 + _SEE_ALSO * 3, vector, before)
+        ranked, signals = self._rank(query, words(question), 1 + _SEE_ALSO * 3, vector, before, page)
         if not refers_back(question):
             # Short but pointing at nothing: as related as the pair it makes, no more.
             signals = replace(signals, leaned=None)
@@ -293,10 +297,12 @@ class _Ranking:
         k: int,
         vector: Vectors | None = None,
         before: Vectors | None = None,
+        page: int | None = None,
     ) -> tuple[list[tuple[int, float]], Signals]:
         """Up to `k` (passage number, score) pairs with a positive score, best first, and what
         the refusal rule weighs. By words, by the question's `vector` (with the one it follows,
-        `before`), or both fused, as the mode says."""
+        `before`), or both fused, as the mode says; fused, a follow-up's passages of the
+        document it follows (`page`) are lifted."""
         index = self.index
         if not index.passage_count or (not query and vector is None) or k <= 0:
             return [], Signals()
@@ -316,6 +322,8 @@ class _Ranking:
             scores = rank_fuse(lexical, similarity)
         else:
             scores = fuse(lexical, similarity, index)
+            if page is not None:
+                scores = lift(scores, index, page)
         ranked = [(n, float(scores[n])) for n in top(scores, k)]
         return ranked, Signals(similarity, tuple(n for n, _ in ranked), before is not None, leaned)
 

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 
 from app.adapters.embeddings.local import LocalEmbedder
-from app.adapters.engines.hybrid import fuse, missing_names, names, rank_fuse, unrelated_quantile
+from app.adapters.engines.follow_ups import cited_source
+from app.adapters.engines.hybrid import fuse, lift, missing_names, names, rank_fuse, unrelated_quantile
 from app.adapters.engines.retrieval import NO_MATCH_ANSWER, RetrievalEngine
 from app.errors import EngineFailed
+from app.knowledge.corpus import CorpusPassage
 from app.knowledge.index import KnowledgeIndex
 
 pytestmark = pytest.mark.anyio
@@ -77,6 +79,34 @@ def test_a_passage_strong_in_one_ranking_outranks_one_weak_in_both() -> None:
     assert ranks[1] > ranks[2]  # second and second beat third-and-absent plus first
 
 
+def test_a_follow_up_lifts_the_found_passages_of_the_page_it_follows_only() -> None:
+    index = KnowledgeIndex.from_passages(
+        [
+            CorpusPassage("a.md", "A", "alpha words"),
+            CorpusPassage("b.md", "B", "beta words"),
+            CorpusPassage("b.md", "B > More", "more beta words"),
+        ]
+    )
+    b = index.document("b.md")
+    assert b is not None and index.document("c.md") is None
+    lifted = lift(np.array([2.0, 1.0, -0.5]), index, b)
+    # A quarter of the best score for b's found passage; b's passage found by neither stays down.
+    assert lifted.tolist() == [2.0, 1.5, -0.5]
+    nothing = np.array([0.0, -1.0, -2.0])
+    assert lift(nothing, index, b).tolist() == nothing.tolist()
+
+
+def test_the_page_an_answer_is_from_is_the_first_corpus_file_it_names() -> None:
+    corpus = {"guide/setup.md", "api/Store.md", "faq.md"}.__contains__
+    assert cited_source("According to guide/setup.md (Install): run it.\n\nSee also: faq.md", corpus) == (
+        "guide/setup.md"
+    )
+    assert cited_source("See api/Store.md.", corpus) == "api/Store.md"
+    assert cited_source("Edit `config.yaml` as [faq.md](faq.md) says, not app.py.", corpus) == "faq.md"
+    assert cited_source(NO_MATCH_ANSWER, corpus) is None
+    assert cited_source("", corpus) is None
+
+
 def test_the_unrelated_questions_scores_are_kept_in_the_index(engine: RetrievalEngine) -> None:
     scores = (engine.index.calibration or {})["unrelated"]
     assert len(scores) == 32 and scores == sorted(scores)
@@ -134,6 +164,19 @@ async def test_a_follow_up_is_ranked_with_the_question_it_follows(engine: Retrie
     assert first_source(answer) == "proxies.md"
     follow_up = await engine.answer("And what form does it take?", [Past(first, answer.text)])
     assert first_source(follow_up) == "proxies.md"
+
+
+@pytest.mark.parametrize("page", ["timeouts.md", "retries.md"])
+async def test_a_follow_up_stays_on_the_page_the_answer_before_it_cited(
+    engine: RetrievalEngine, page: str
+) -> None:
+    # Both pages wait; alone, "how long does it wait?" after a question about connections finds
+    # retries.md. Which one the conversation is about is what the answer before it cited.
+    first, then = "What can I set on connections?", "How long does it wait?"
+    earlier = Past(first, f"According to {page} ({PAGES[page].splitlines()[0][2:]}): ...")
+    assert first_source(await engine.answer(then, [earlier])) == page
+    elsewhere = Past(first, "According to install.md (Installing Tern): ...")
+    assert first_source(await engine.answer(then, [elsewhere])) == "retries.md"
 
 
 async def test_by_words_alone_the_same_engine_misses_a_paraphrase(engine: RetrievalEngine) -> None:
