@@ -138,6 +138,17 @@ class AuthError(AnvilError):
         return f"AuthError({self.status}, {self.error!r}, {self.description!r})"
 
 
+def busy(what: str, headers: Mapping[str, str], default: float) -> Unavailable:
+    """`Unavailable`: `what` ("The language model") is busy, with the wait its response asked for
+    (`retry_after_seconds`; a wait of 0 is kept), else `default` seconds."""
+    wait = retry_after_seconds(headers)
+    if wait is None:
+        wait = default
+    seconds = math.ceil(wait)
+    when = f"retry in {seconds} s" if seconds else "retry now"
+    return Unavailable(f"{what} is busy; {when}.", retry_after=wait)
+
+
 def retry_after_seconds(
     headers: Mapping[str, str], milliseconds: tuple[str, ...] = ("retry-after-ms",)
 ) -> float | None:

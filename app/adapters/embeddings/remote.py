@@ -9,14 +9,13 @@ normalised to length 1 here whatever the model returns, and checked to have one 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.domain.ports import Vectors
-from app.errors import EngineFailed, Unavailable, retry_after_seconds
+from app.errors import EngineFailed, busy
 
 if TYPE_CHECKING:
     from openai import OpenAI
@@ -104,11 +103,7 @@ def _embedder_error(error: Exception) -> Exception:
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         if status in (429, 503):
-            wait = retry_after_seconds(error.response.headers)
-            if wait is None:
-                wait = DEFAULT_RETRY_AFTER
-            message = f"The embeddings endpoint is busy; retry in {math.ceil(wait)} s."
-            return Unavailable(message, retry_after=wait)
+            return busy("The embeddings endpoint", error.response.headers, DEFAULT_RETRY_AFTER)
         if status in (401, 403):
             return EngineFailed(
                 f"The embeddings endpoint refused Anvil's credentials (HTTP {status}); the operator must "

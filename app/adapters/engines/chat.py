@@ -20,7 +20,6 @@ it. The API key is handed to the SDK and never logged.
 from __future__ import annotations
 
 import logging
-import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -30,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from app.domain.ports import Answer, AnswerEngine, Document, Passage, PastExchange, Progress, Usage
-from app.errors import EngineFailed, Unavailable, retry_after_seconds
+from app.errors import EngineFailed, busy
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -314,8 +313,7 @@ def _engine_error(error: Exception, timeout_seconds: float) -> Exception:
     if isinstance(error, openai.APIStatusError):
         status = error.status_code
         if status in (429, 503):
-            wait = retry_after_seconds(error.response.headers) or DEFAULT_RETRY_AFTER
-            return Unavailable(f"The language model is busy; retry in {math.ceil(wait)} s.", retry_after=wait)
+            return busy("The language model", error.response.headers, DEFAULT_RETRY_AFTER)
         if status in (401, 403):
             logger.warning("The language model refused Anvil's credentials (HTTP %d)", status)
             return EngineFailed(

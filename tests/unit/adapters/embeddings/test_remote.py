@@ -221,6 +221,15 @@ def test_a_busy_endpoint_is_unavailable_with_its_wait(stand_in: EmbeddingsStandI
     assert len(stand_in.requests) == 1  # not retried behind the caller's back
 
 
+def test_a_busy_endpoint_asking_for_no_wait_is_not_given_the_default_one(stand_in: EmbeddingsStandIn) -> None:
+    stand_in.script(Failure(503, {"Retry-After": "0"}))
+    with embedder_of(**openai_values(stand_in.url)) as embedder, pytest.raises(Unavailable) as busy:
+        embedder.embed(QUESTIONS, query=True)
+
+    assert busy.value.retry_after == 0
+    assert "retry now" in busy.value.message
+
+
 def test_refused_credentials_are_named(stand_in: EmbeddingsStandIn) -> None:
     stand_in.script(Failure(401))
     with embedder_of(**openai_values(stand_in.url)) as embedder, pytest.raises(EngineFailed) as failed:
