@@ -267,9 +267,11 @@ def add_vectors(
     progress: Progress | None = None,
     texts: Sequence[str] | None = None,
     batch: int | None = None,
+    into: dict[bytes, Vectors] | None = None,
 ) -> int:
     """Add the passage vectors of `embedder` to built sections (`texts`: what is embedded of each
-    passage, if known); how many passages it embedded (the rest were in `reuse`)."""
+    passage, if known); how many passages it embedded (the rest were in `reuse`; each new one is
+    put in `into` too, if given, before `progress` hears of its batch)."""
     if texts is None:
         texts = passage_texts(arrays)
     found, embedded = embed_arrays(
@@ -278,6 +280,7 @@ def add_vectors(
         reuse,
         None if progress is None else lambda done, of: progress("embedding", done, of),
         batch,
+        into,
     )
     arrays.update(found)
     content["embedder"] = {"name": embedder.name, "dimensions": int(found["vectors"].shape[1])}

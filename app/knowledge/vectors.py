@@ -12,13 +12,15 @@ unit-length float32 rows (the `Embedder` port; the index knows no adapter).
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from app.knowledge.artifact import InvalidIndex
+from app.knowledge.artifact import IndexFile, InvalidIndex, write_index
 
 Vectors = npt.NDArray[np.float32]
 #: Length of a vector's key: the first bytes of a SHA-256.
@@ -52,10 +54,12 @@ def embed_arrays(
     reuse: Mapping[bytes, Vectors] | None = None,
     progress: Callable[[int, int], None] | None = None,
     batch: int | None = None,
+    into: dict[bytes, Vectors] | None = None,
 ) -> tuple[dict[str, npt.NDArray[Any]], int]:
     """The `vectors` and `vectors.keys` sections for `texts`, and how many texts were embedded
     (the others' vectors were found in `reuse` by key), `batch` at a time (default: the embedder's
-    batch size). `progress` hears (done, of) as batches end."""
+    batch size). `progress` hears (done, of) as batches end; by then each new vector is in `into`
+    too, by key, if given."""
     keys = [vector_key(embedder.name, text) for text in texts]
     reuse = reuse or {}
     missing = [n for n, key in enumerate(keys) if key not in reuse]
@@ -68,6 +72,8 @@ def embed_arrays(
         rows = embedder.embed([texts[n] for n in numbers], query=False)
         for n, row in zip(numbers, rows, strict=True):
             found[n] = row
+            if into is not None:
+                into[keys[n]] = row
         if progress is not None:
             progress(start + len(numbers), len(missing))
     chosen = [found[n] if n in found else reuse[key] for n, key in enumerate(keys)]
@@ -93,3 +99,31 @@ def reusable(
     if name is None or vectors is None or keys is None:
         return {}
     return {bytes(key): vector for key, vector in zip(keys, vectors, strict=True)}
+
+
+def write_vectors(target: Path, embedder: str, vectors: Mapping[bytes, Vectors], *, mode: int) -> None:
+    """Keep `vectors` (by key, all from `embedder`) in a file of their own, atomically: what an
+    embedding that stopped half-way had done, for the next one to reuse (`read_vectors`)."""
+    keys = list(vectors)
+    dimensions = len(next(iter(vectors.values()))) if vectors else 0
+    arrays: dict[str, npt.NDArray[Any]] = {
+        "vectors": np.array([vectors[key] for key in keys], dtype=np.float32).reshape(len(keys), dimensions),
+        "vectors.keys": np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(len(keys), KEY_BYTES),
+    }
+    stamp = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_index(target, arrays, {"embedder": {"name": embedder}, "partial": True}, stamp, mode=mode)
+
+
+def read_vectors(path: Path) -> dict[bytes, Vectors]:
+    """The vectors `write_vectors` kept at `path`, by key (copied out of the file, which is closed);
+    `InvalidIndex` or `OSError` when it cannot be read."""
+    file = IndexFile(path)
+    try:
+        embedder = file.content.get("embedder")
+        name = embedder.get("name") if isinstance(embedder, dict) else None
+        if not file.content.get("partial") or not isinstance(name, str):
+            raise InvalidIndex(f"{path} holds no vectors kept by an embedding that stopped")
+        vectors, keys = file.array("vectors"), file.array("vectors.keys")
+        return {key: vector.copy() for key, vector in reusable(name, vectors, keys).items()}
+    finally:
+        file.close()

@@ -94,3 +94,23 @@ def test_a_first_start_embeds_in_the_background_and_the_next_one_opens_the_vecto
     with run_anvil(tmp_path / "data", env) as again:
         status = embedding_status(again)  # at once: nothing left to embed
         assert status["embedded"] == status["passages"] and status["embedder"] == LOCAL
+
+
+def test_a_server_stopped_while_embedding_resumes_where_it_stopped(tmp_path: Path) -> None:
+    folder = tmp_path / "bays"
+    folder.mkdir()
+    # Far more passages than are embedded in the moment between the status seen and the stop.
+    sections = "".join(f"## Bay {n}\n\nBay {n} has its own tide table.\n\n" for n in range(200))
+    (folder / "bays.md").write_text(f"# Bays\n\n{sections}")
+    env = {"ANVIL_CORPUS_DIR": str(folder), "ANVIL_EMBEDDINGS": "local"}
+    with run_anvil(tmp_path / "data", env) as server:
+        deadline = time.monotonic() + 60
+        while int((status := embedding_status(server))["embedded"]) < 8:  # type: ignore[call-overload]
+            assert time.monotonic() < deadline, status  # polled: a condition, not a fixed wait
+            time.sleep(0.05)
+        assert int(status["passages"]) == 200  # type: ignore[call-overload]
+    # Stopped (SIGTERM) part-way: the next start counts what was embedded before as done.
+    with run_anvil(tmp_path / "data", env) as again:
+        resumed = embedding_status(again)
+        assert int(resumed["embedded"]) >= int(status["embedded"]), (status, resumed)  # type: ignore[call-overload]
+        assert resumed["embedder"] == LOCAL

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from app.adapters.engines.retrieval import RetrievalEngine
+from app.errors import EngineFailed
 from app.knowledge.artifact import InvalidIndex
 from app.knowledge.build import Source, build, cached_index, open_cached
 from app.knowledge.index import KnowledgeIndex
@@ -125,6 +126,91 @@ def test_embedding_in_the_background_stops_between_batches_when_cancelled(tmp_pa
     with pytest.raises(EmbeddingCancelled):
         pending.run()
     assert list((tmp_path / "cache").glob("*.anvilidx")) == []
+
+
+def long_corpus(tmp_path: Path, sections: int = 10) -> Path:
+    folder = tmp_path / "long"
+    folder.mkdir()
+    text = "".join(f"## Bay {n}\n\nBay {n} has its own tide table.\n\n" for n in range(sections))
+    (folder / "bays.md").write_text(f"# Bays\n\n{text}")
+    return folder
+
+
+class Failing(Counting):
+    """Embeds `batches` batches, then its endpoint goes down."""
+
+    def __init__(self, batches: int) -> None:
+        super().__init__()
+        self.batches = batches
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        if not query:
+            if self.batches == 0:
+                raise EngineFailed("Anvil could not reach the embeddings endpoint; ask again in a moment.")
+            self.batches -= 1
+        return super().embed(texts, query=query)
+
+
+def test_an_embedding_stopped_half_way_resumes_where_it_stopped(tmp_path: Path) -> None:
+    from app.knowledge.build import EmbeddingCancelled, partial_path
+
+    folder, cache = long_corpus(tmp_path), tmp_path / "cache"
+    first = Counting()
+    _, pending = open_cached(folder, cache, embedder=first)
+    assert pending is not None and pending.missing == 10
+
+    def stop_after_two_batches(done: int, of: int) -> None:
+        if done >= 4:
+            pending.cancel()
+
+    with pytest.raises(EmbeddingCancelled):
+        pending.run(stop_after_two_batches)
+    assert len(first.passages) == 6  # the batch under way when it was cancelled is kept too
+    (kept,) = cache.glob("*.partial")
+    assert list(cache.glob("*.anvilidx")) == []
+
+    # The next start embeds only the passages the first had not.
+    again = Counting()
+    _, resumed = open_cached(folder, cache, embedder=again)
+    assert resumed is not None and resumed.missing == 4
+    index = resumed.run()
+    assert len(again.passages) == 4 and not set(again.passages) & set(first.passages)
+    assert not kept.exists() and partial_path(cache / "x.anvilidx") == cache / "x.partial"
+    # And what it serves is what one run from the start would have made.
+    assert index.vectors is not None
+    assert np.allclose(index.vectors, Counting().embed(index.passage_texts(), query=False))
+    index.close()
+
+
+def test_an_embedder_failing_half_way_keeps_what_it_embedded(tmp_path: Path) -> None:
+    folder, cache = long_corpus(tmp_path), tmp_path / "cache"
+    _, pending = open_cached(folder, cache, embedder=Failing(batches=3))
+    assert pending is not None
+    with pytest.raises(EngineFailed):
+        pending.run()
+    _, resumed = open_cached(folder, cache, embedder=Counting())
+    assert resumed is not None and resumed.missing == 10 - 6
+
+
+def test_a_long_embedding_keeps_its_vectors_as_it_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Kept at every batch here: a process killed outright (no cancel) loses at most the interval.
+    monkeypatch.setattr("app.knowledge.build.CHECKPOINT_SECONDS", 0.0)
+    folder, cache = long_corpus(tmp_path), tmp_path / "cache"
+    _, pending = open_cached(folder, cache, embedder=Counting())
+    assert pending is not None
+    seen: list[int] = []
+
+    def look(done: int, of: int) -> None:
+        if done and len(seen) < 2:
+            _, other = open_cached(folder, cache, embedder=Counting())
+            assert other is not None
+            seen.append(other.missing)
+
+    pending.run(look)
+    assert seen == [8, 6]
+    assert [p.suffix for p in cache.iterdir()] == [".anvilidx"]
 
 
 def test_without_an_embedder_the_cached_index_has_no_vectors(tmp_path: Path) -> None:
