@@ -19,7 +19,6 @@ import hashlib
 import logging
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 import numpy.typing as npt
 
 from app import __version__
+from app.knowledge import resume
 from app.knowledge.artifact import FORMAT, InvalidIndex
 from app.knowledge.corpus import CorpusFile
 from app.knowledge.corpus_files import document_of, parse_corpus, read_bytes, read_corpus
@@ -41,13 +41,12 @@ from app.knowledge.index import (
     passage_texts,
     write_arrays,
 )
+from app.knowledge.resume import Checkpoint
 from app.knowledge.vectors import (
     PassageEmbedder,
     Vectors,
-    read_vectors,
     reusable,
     vector_key,
-    write_vectors,
 )
 from app.private_files import PRIVATE_FILE, describe, private_folder
 
@@ -182,9 +181,38 @@ def build(
     arrays, content = build_arrays(files, urls=urls, progress=progress)
     embedded = None
     if embedder is not None:
-        embedded = add_vectors(arrays, content, embedder, vectors_of([*previous, target]), progress)
+        embedded = _embed(arrays, content, embedder, [*previous, target], target, progress)
     version = write_arrays(arrays, content, target, sources=described)
+    if embedder is not None:
+        resume.partial_path(target).unlink(missing_ok=True)
     return Built(version, len(files), int(content["passages"]), target.stat().st_size, embedded)
+
+
+def _embed(
+    arrays: dict[str, npt.NDArray[Any]],
+    content: dict[str, Any],
+    embedder: PassageEmbedder,
+    previous: Sequence[Path],
+    target: Path,
+    progress: Progress | None,
+) -> int:
+    """Add the passages' vectors, reusing those of `previous` and those an earlier build of
+    `target` kept before it stopped; what this one does is kept as it goes (`resume`)."""
+    reuse = vectors_of(previous)
+    reuse.update(resume.so_far(target))
+    texts = passage_texts(arrays)
+    checkpoint = Checkpoint(target, embedder.name, [vector_key(embedder.name, t) for t in texts], reuse)
+
+    def heard(stage: str, done: int, of: int) -> None:
+        checkpoint.tick()
+        if progress is not None:
+            progress(stage, done, of)
+
+    try:
+        return add_vectors(arrays, content, embedder, reuse, heard, texts, into=checkpoint.new)
+    except BaseException:
+        checkpoint.keep()
+        raise
 
 
 def vectors_of(paths: Sequence[Path]) -> dict[bytes, Vectors]:
@@ -206,19 +234,6 @@ def vectors_of(paths: Sequence[Path]) -> dict[bytes, Vectors]:
             }
         )
         index.close()
-    return found
-
-
-def _so_far(path: Path) -> dict[bytes, Vectors]:
-    """The vectors an embedding of the same corpus kept before it stopped (none if it did not)."""
-    if not path.is_file():
-        return {}
-    try:
-        found = read_vectors(path)
-    except (InvalidIndex, OSError) as error:
-        logger.info("index: no vectors reused from %s (%s)", path, error)
-        return {}
-    logger.info("index: %d passages were embedded before the last stop and are reused", len(found))
     return found
 
 
@@ -264,7 +279,7 @@ def open_cached(
     if embedder is not None:
         earlier = sorted(p for p in cache_dir.glob(f"*{SUFFIX}") if p != path) if cache_dir.is_dir() else []
         reuse = vectors_of(earlier)
-        reuse.update(_so_far(partial_path(path)))
+        reuse.update(resume.so_far(path))
         pending = PendingVectors(arrays, content, embedder, reuse, path, str(corpus_dir))
         if pending.missing:
             return KnowledgeIndex.of_arrays(arrays, content), pending
@@ -286,16 +301,12 @@ def _kept(
             describe(error, "keep the index in", path.parent),
         )
         return KnowledgeIndex.of_arrays(dict(arrays), content)
-    for other in (*path.parent.glob(f"*{SUFFIX}"), *path.parent.glob(f"*{PARTIAL_SUFFIX}")):
+    for other in (*path.parent.glob(f"*{SUFFIX}"), *path.parent.glob(f"*{resume.SUFFIX}")):
         if other != path:
             other.unlink(missing_ok=True)
     return KnowledgeIndex.open(path)
 
 
-#: The suffix of the vectors so far of an embedding that has not finished (`PendingVectors`).
-PARTIAL_SUFFIX = ".partial"
-#: How often (seconds) an embedding in the background keeps the vectors it has so far.
-CHECKPOINT_SECONDS = 30.0
 #: Passages a background embedding sends at a time: it stops between two batches when the
 #: server shuts down, so a batch is what shutting down may wait for (about a second on a CPU).
 BACKGROUND_BATCH = 4
@@ -309,9 +320,8 @@ class PendingVectors:
     """The vectors a lexical index still needs, computed by `run` (blocking, in batches, which
     `cancel` stops between), then kept as `cached_index` keeps an index.
 
-    The vectors so far are kept beside the index (`partial_path`) every `CHECKPOINT_SECONDS`,
-    when it is cancelled and when the embedder fails, so that the next start embeds only what is
-    still missing rather than starting over: a large corpus can take hours on a CPU.
+    What it has done is kept as it goes, and when it is cancelled or fails (`resume`), so that
+    the next start embeds only what is still missing.
     """
 
     def __init__(
@@ -330,11 +340,11 @@ class PendingVectors:
         self._path = path
         self._corpus = corpus
         self._texts = passage_texts(arrays)
-        self._keys = [vector_key(embedder.name, text) for text in self._texts]
-        self.missing = sum(key not in reuse for key in self._keys)
+        keys = [vector_key(embedder.name, text) for text in self._texts]
+        self.missing = sum(key not in reuse for key in keys)
         #: How many of the missing passages have been embedded so far.
         self.done = 0
-        self._new: dict[bytes, Vectors] = {}
+        self._checkpoint = Checkpoint(path, embedder.name, keys, reuse)
         self._cancelled = threading.Event()
 
     def cancel(self) -> None:
@@ -343,51 +353,29 @@ class PendingVectors:
     def run(self, progress: Callable[[int, int], None] | None = None) -> KnowledgeIndex:
         """Embed what is missing and keep the index with its vectors; the opened index."""
 
-        kept = time.monotonic()
+        checkpoint = self._checkpoint
 
         def heard(stage: str, done: int, of: int) -> None:
-            nonlocal kept
             if self._cancelled.is_set():
                 raise EmbeddingCancelled
             self.done = done
-            if time.monotonic() - kept >= CHECKPOINT_SECONDS:
-                self._keep_so_far()
-                kept = time.monotonic()
+            checkpoint.tick()
             if progress is not None:
                 progress(done, of)
 
         batch = min(self._embedder.batch_size, BACKGROUND_BATCH)
         try:
             add_vectors(
-                self._arrays, self._content, self._embedder, self._reuse, heard, self._texts, batch, self._new
+                self._arrays,
+                self._content,
+                self._embedder,
+                self._reuse,
+                heard,
+                self._texts,
+                batch,
+                checkpoint.new,
             )
         except BaseException:
-            self._keep_so_far()
+            checkpoint.keep()
             raise
         return _kept(self._arrays, self._content, self._path, self._corpus)
-
-    def _keep_so_far(self) -> None:
-        """Keep the vectors this corpus has so far, new and reused, if any are new (a warning,
-        and nothing kept, when they cannot be written)."""
-        if not self._new:
-            return
-        found = {
-            key: vector
-            for key in self._keys
-            if (vector := self._new.get(key, self._reuse.get(key))) is not None
-        }
-        target = partial_path(self._path)
-        try:
-            private_folder(target.parent)
-            write_vectors(target, self._embedder.name, found, mode=PRIVATE_FILE)
-        except OSError as error:
-            logger.warning(
-                "index: the passages embedded so far are not kept, so a restart embeds them again, "
-                "because %s",
-                describe(error, "keep them in", target.parent),
-            )
-
-
-def partial_path(index: Path) -> Path:
-    """Where the vectors so far of the index to be kept at `index` are kept until it is."""
-    return index.with_suffix(PARTIAL_SUFFIX)

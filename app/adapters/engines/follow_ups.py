@@ -2,7 +2,7 @@
 
 "And how is it configured?" leans on the question before it: the embedded engine then ranks it
 with that question's terms (at half weight) and, with vectors, with that question's meaning too,
-and lifts the file the answer before it cited first (`cited_source`): a conversation mostly stays
+and lifts the file the answer before it cited first (`cited_page`): a conversation mostly stays
 on the page it is about.
 """
 
@@ -67,12 +67,12 @@ def borrowed(history: Sequence[PastExchange]) -> dict[str, float]:
     return borrowed
 
 
-def cited_source(answer: str, known: Callable[[str], bool]) -> str | None:
+def cited_page(answer: str, document: Callable[[str], int | None]) -> int | None:
     """The first corpus file `answer` names (the one it is answered from, as the embedded engine
-    cites it: "According to `source` (heading): ..."); None when it names none. `known` tells a
-    corpus file's path (relative, as cited) from any other word."""
+    cites it: "According to `source` (heading): ..."), as `document` numbers a corpus file's
+    relative path (None for any other word); None when it names none."""
     for match in _NAMED.finditer(answer):
         name = match.group().rstrip(".!?")
-        if "." in name and known(name):
-            return name
+        if "." in name and (number := document(name)) is not None:
+            return number
     return None

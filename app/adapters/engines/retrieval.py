@@ -19,7 +19,7 @@ from pathlib import Path
 import anyio
 import numpy as np
 
-from app.adapters.engines.follow_ups import borrowed, cited_source, looks_like_follow_up, refers_back
+from app.adapters.engines.follow_ups import borrowed, cited_page, looks_like_follow_up, refers_back
 from app.adapters.engines.hybrid import (
     BEFORE_WEIGHT,
     Ranking,
@@ -243,12 +243,10 @@ class _Ranking:
         own = tokenize(question)
         query = dict.fromkeys(own, 1.0)
         follows = bool(history) and looks_like_follow_up(question)
-        page = None
+        page = cited_page(history[-1].answer, self.index.document) if follows else None
         if follows:
             for term, weight in borrowed(history).items():
                 query.setdefault(term, weight)
-            cited = cited_source(history[-1].answer, lambda name: self.index.document(name) is not None)
-            page = None if cited is None else self.index.document(cited)
         vector = None if vectors is None else vectors[0]
         before = None if vectors is None or len(vectors) < 2 else vectors[1]
         ranked, signals = self._rank(query, words(question), 1 + _SEE_ALSO * 3, vector, before, page)

@@ -152,7 +152,8 @@ class Failing(Counting):
 
 
 def test_an_embedding_stopped_half_way_resumes_where_it_stopped(tmp_path: Path) -> None:
-    from app.knowledge.build import EmbeddingCancelled, partial_path
+    from app.knowledge.build import EmbeddingCancelled
+    from app.knowledge.resume import partial_path
 
     folder, cache = long_corpus(tmp_path), tmp_path / "cache"
     first = Counting()
@@ -192,11 +193,22 @@ def test_an_embedder_failing_half_way_keeps_what_it_embedded(tmp_path: Path) -> 
     assert resumed is not None and resumed.missing == 10 - 6
 
 
+def test_an_index_build_whose_embedder_fails_half_way_is_resumed_by_the_next(tmp_path: Path) -> None:
+    folder, target = long_corpus(tmp_path), tmp_path / "out" / "docs.anvilidx"
+    with pytest.raises(EngineFailed):
+        build([Source(folder)], target, embedder=Failing(batches=2))
+    assert not target.exists() and (tmp_path / "out" / "docs.partial").is_file()
+    again = Counting()
+    built = build([Source(folder)], target, embedder=again)
+    assert built.embedded == len(again.passages) == 10 - 4
+    assert sorted(p.name for p in target.parent.iterdir()) == ["docs.anvilidx"]
+
+
 def test_a_long_embedding_keeps_its_vectors_as_it_goes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Kept at every batch here: a process killed outright (no cancel) loses at most the interval.
-    monkeypatch.setattr("app.knowledge.build.CHECKPOINT_SECONDS", 0.0)
+    monkeypatch.setattr("app.knowledge.resume.INTERVAL", 0.0)
     folder, cache = long_corpus(tmp_path), tmp_path / "cache"
     _, pending = open_cached(folder, cache, embedder=Counting())
     assert pending is not None

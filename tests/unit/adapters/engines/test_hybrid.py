@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from app.adapters.embeddings.local import LocalEmbedder
-from app.adapters.engines.follow_ups import cited_source
+from app.adapters.engines.follow_ups import cited_page
 from app.adapters.engines.hybrid import fuse, lift, missing_names, names, rank_fuse, unrelated_quantile
 from app.adapters.engines.retrieval import NO_MATCH_ANSWER, RetrievalEngine
 from app.errors import EngineFailed
@@ -97,14 +97,12 @@ def test_a_follow_up_lifts_the_found_passages_of_the_page_it_follows_only() -> N
 
 
 def test_the_page_an_answer_is_from_is_the_first_corpus_file_it_names() -> None:
-    corpus = {"guide/setup.md", "api/Store.md", "faq.md"}.__contains__
-    assert cited_source("According to guide/setup.md (Install): run it.\n\nSee also: faq.md", corpus) == (
-        "guide/setup.md"
-    )
-    assert cited_source("See api/Store.md.", corpus) == "api/Store.md"
-    assert cited_source("Edit `config.yaml` as [faq.md](faq.md) says, not app.py.", corpus) == "faq.md"
-    assert cited_source(NO_MATCH_ANSWER, corpus) is None
-    assert cited_source("", corpus) is None
+    corpus = {"guide/setup.md": 0, "api/Store.md": 1, "faq.md": 2}.get
+    assert cited_page("According to guide/setup.md (Install): run it.\n\nSee also: faq.md", corpus) == 0
+    assert cited_page("See api/Store.md.", corpus) == 1
+    assert cited_page("Edit `config.yaml` as [faq.md](faq.md) says, not app.py.", corpus) == 2
+    assert cited_page(NO_MATCH_ANSWER, corpus) is None
+    assert cited_page("", corpus) is None
 
 
 def test_the_unrelated_questions_scores_are_kept_in_the_index(engine: RetrievalEngine) -> None:
