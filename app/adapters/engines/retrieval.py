@@ -234,7 +234,7 @@ class _Ranking:
     def answer(
         self, question: str, history: Sequence[PastExchange], vectors: Vectors | None = None
     ) -> Answer:
-        """Answer from the best passage for `question`, citing it, and point at up to two more.
+        """Answer from the best passage for `question`, citing it, and point at up to two more pages.
 
         A follow-up ("and how is it configured?") borrows the terms of the question it follows,
         at half the weight of its own; a standalone question ignores history. A question the
@@ -249,7 +249,7 @@ class _Ranking:
                 query.setdefault(term, weight)
         vector = None if vectors is None else vectors[0]
         before = None if vectors is None or len(vectors) < 2 else vectors[1]
-        ranked, signals = self._rank(query, words(question), 1 + _SEE_ALSO * 3, vector, before, page)
+        ranked, signals = self._rank(query, words(question), 1 + _SEE_ALSO * 6, vector, before, page)
         if not refers_back(question):
             # Short but pointing at nothing: as related as the pair it makes, no more.
             signals = replace(signals, leaned=None)
@@ -268,7 +268,7 @@ class _Ranking:
             if len(used) > _SEE_ALSO or score < floor:
                 break
             passage = self.index.passage(n)
-            if all((passage.source, passage.heading) != (p.source, p.heading) for p in used):
+            if all(passage.source != p.source for p in used):
                 used.append(self._passage(n, score))
 
         see_also = used[2:] if second is not None else used[1:]

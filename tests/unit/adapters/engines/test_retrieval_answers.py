@@ -209,3 +209,19 @@ async def test_an_engine_built_from_passages_fetches_nothing() -> None:
     engine = RetrievalEngine.from_passages([CorpusPassage("a.md", "A", "Text.")])
 
     assert await engine.fetch("a.md", 1000) is None
+
+
+async def test_see_also_points_at_other_pages_not_at_more_of_the_page_quoted() -> None:
+    engine = RetrievalEngine.from_passages(
+        [
+            CorpusPassage("tides.md", "Tides", "Tide tables list the high and low tide of every day."),
+            CorpusPassage("tides.md", "Tides > Springs", "Spring tide tables show the highest tide."),
+            CorpusPassage("tides.md", "Tides > Neaps", "Neap tide tables show the lowest tide."),
+            CorpusPassage("harbour.md", "Harbour", "The harbour office prints tide tables each month."),
+            CorpusPassage("winds.md", "Winds", "Trade winds blow from the east."),
+        ]
+    )
+    answer = await engine.answer("Where are the tide tables?", [])
+
+    assert [p.source for p in answer.sources] == ["tides.md", "harbour.md"]
+    assert answer.text.endswith("See also: harbour.md (Harbour)")
