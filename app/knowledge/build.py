@@ -348,7 +348,10 @@ class PendingVectors:
         self._cancelled = threading.Event()
 
     def cancel(self) -> None:
+        """Stop `run` at its next batch, and keep what it has done now: a process shutting down
+        may not wait for that batch."""
         self._cancelled.set()
+        self._checkpoint.keep()
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> KnowledgeIndex:
         """Embed what is missing and keep the index with its vectors; the opened index."""

@@ -67,14 +67,15 @@ class Checkpoint:
 
     def keep(self) -> None:
         """Keep the corpus's vectors so far, new and reused, if any are new (a warning, and
-        nothing kept, when they cannot be written)."""
+        nothing kept, when they cannot be written). Safe from another thread than the one
+        embedding: `new` is copied in one step (a dict's copy holds the GIL throughout) and the
+        file replaced whole, so of two keeps at once one or the other is left."""
         self._kept_at = time.monotonic()
-        if not self.new:
+        new = self.new.copy()
+        if not new:
             return
         found = {
-            key: vector
-            for key in self._keys
-            if (vector := self.new.get(key, self._reuse.get(key))) is not None
+            key: vector for key in self._keys if (vector := new.get(key, self._reuse.get(key))) is not None
         }
         try:
             private_folder(self._target.parent)
@@ -85,7 +86,3 @@ class Checkpoint:
                 "again, because %s",
                 describe(error, "keep them in", self._target.parent),
             )
-
-    def discard(self) -> None:
-        """The index is kept: its vectors so far are no longer needed."""
-        self._target.unlink(missing_ok=True)

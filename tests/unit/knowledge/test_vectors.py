@@ -4,6 +4,7 @@ embedder that made them."""
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -181,6 +182,54 @@ def test_an_embedding_stopped_half_way_resumes_where_it_stopped(tmp_path: Path) 
     assert index.vectors is not None
     assert np.allclose(index.vectors, Counting().embed(index.passage_texts(), query=False))
     index.close()
+
+
+class Held(Counting):
+    """Embeds `batches` batches, then holds the next until `release` is set."""
+
+    def __init__(self, batches: int) -> None:
+        super().__init__()
+        self.batches = batches
+        self.holding, self.release = threading.Event(), threading.Event()
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        if not query:
+            if self.batches == 0:
+                self.holding.set()
+                assert self.release.wait(10)
+            self.batches -= 1
+        return super().embed(texts, query=query)
+
+
+def test_a_cancelled_embedding_keeps_what_it_did_before_its_batch_under_way_ends(tmp_path: Path) -> None:
+    from app.knowledge.build import EmbeddingCancelled
+    from app.knowledge.vectors import read_vectors
+
+    folder, cache = long_corpus(tmp_path), tmp_path / "cache"
+    embedder = Held(batches=2)
+    _, pending = open_cached(folder, cache, embedder=embedder)
+    assert pending is not None
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            pending.run()
+        except BaseException as error:
+            outcome.append(error)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        assert embedder.holding.wait(10)
+        pending.cancel()  # as a server shutting down does, with a batch under way
+        (kept,) = cache.glob("*.partial")
+        assert len(read_vectors(kept)) == 4
+    finally:
+        embedder.release.set()
+        worker.join(10)
+    assert [type(error) for error in outcome] == [EmbeddingCancelled]
+    # The batch that was under way is kept too, once it ends.
+    assert len(read_vectors(kept)) == 6
 
 
 def test_an_embedder_failing_half_way_keeps_what_it_embedded(tmp_path: Path) -> None:
