@@ -13,8 +13,9 @@ best score: a conversation mostly stays on its page, and "do I have to come back
 while afterward?" finds the parental-leave page it follows rather than the general leave page.
 Measured (`bench/eval.py`) on the two sets where follow-ups missed, the 18F handbook and Anvil's
 own docs, they found their page 2 and 3 of 5 times without the lift and 4 and 4 with it, and
-nothing else changed on any set (a share from 0.2 to 0.3 does the same; 0.1 and 0.4 lose one). Ranked by words alone it gained nothing and lost a follow-up, so only
-the fused ranking lifts. The lift only reorders what was found: refusal does not read it.
+nothing else changed on any set (a share from 0.2 to 0.3 does the same; 0.1 and 0.4 lose one).
+Ranked by words alone it gained nothing and lost a follow-up, so only the fused ranking lifts.
+The lift only reorders what was found: refusal does not read it.
 
 **Refusal** with vectors weighs three things, each against the corpus itself rather than a
 constant tuned on one set:
