@@ -22,8 +22,11 @@ logger = logging.getLogger(__name__)
 
 #: The suffix of the vectors so far of an index not yet kept.
 SUFFIX = ".partial"
-#: How often (seconds) an embedding under way keeps what it has done.
+#: How often (seconds) an embedding under way keeps what it has done; never more often than
+#: every `SPACING` times as long as keeping took the last time, so that rewriting the vectors of a
+#: large corpus quickly embedded (by a service) never takes more than a tenth of the time.
 INTERVAL = 30.0
+SPACING = 10
 
 
 def partial_path(index: Path) -> Path:
@@ -59,10 +62,12 @@ class Checkpoint:
         self._reuse = reuse
         self.new: dict[bytes, Vectors] = {}
         self._kept_at = time.monotonic()
+        self._took = 0.0
 
     def tick(self) -> None:
-        """A batch is done: keep what there is if `INTERVAL` has passed since it was last kept."""
-        if time.monotonic() - self._kept_at >= INTERVAL:
+        """A batch is done: keep what there is if `INTERVAL` has passed since it was last kept
+        (and `SPACING` times as long as that took)."""
+        if time.monotonic() - self._kept_at >= max(INTERVAL, SPACING * self._took):
             self.keep()
 
     def keep(self) -> None:
@@ -70,7 +75,7 @@ class Checkpoint:
         nothing kept, when they cannot be written). Safe from another thread than the one
         embedding: `new` is copied in one step (a dict's copy holds the GIL throughout) and the
         file replaced whole, so of two keeps at once one or the other is left."""
-        self._kept_at = time.monotonic()
+        started = self._kept_at = time.monotonic()
         new = self.new.copy()
         if not new:
             return
@@ -80,6 +85,7 @@ class Checkpoint:
         try:
             private_folder(self._target.parent)
             write_vectors(self._target, self._embedder, found, mode=PRIVATE_FILE)
+            self._took = time.monotonic() - started
         except OSError as error:
             logger.warning(
                 "index: the passages embedded so far are not kept, so the next build embeds them "

@@ -258,6 +258,7 @@ def test_a_long_embedding_keeps_its_vectors_as_it_goes(
 ) -> None:
     # Kept at every batch here: a process killed outright (no cancel) loses at most the interval.
     monkeypatch.setattr("app.knowledge.resume.INTERVAL", 0.0)
+    monkeypatch.setattr("app.knowledge.resume.SPACING", 0)
     folder, cache = long_corpus(tmp_path), tmp_path / "cache"
     _, pending = open_cached(folder, cache, embedder=Counting())
     assert pending is not None
@@ -296,3 +297,22 @@ async def test_a_new_version_from_another_embedder_is_refused_by_the_refresher(t
     assert engine.index is served and len(refused) == 1
     assert "passages were embedded by test:two and this server embeds with test:one" in refused[0]
     assert await refresher.check() is False and len(refused) == 1  # said once
+
+
+def test_keeping_the_vectors_so_far_never_takes_more_than_a_share_of_the_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.knowledge.resume import Checkpoint, partial_path
+
+    monkeypatch.setattr("app.knowledge.resume.INTERVAL", 0.0)
+    monkeypatch.setattr("app.knowledge.resume.SPACING", 10**9)  # as if keeping were very slow
+    checkpoint = Checkpoint(tmp_path / "docs.anvilidx", "test:counting", [b"k" * 16], {})
+    checkpoint.new[b"k" * 16] = np.ones(8, dtype=np.float32)
+    checkpoint.tick()
+    kept = partial_path(tmp_path / "docs.anvilidx")
+    assert kept.is_file()
+    kept.unlink()
+    checkpoint.tick()  # far sooner than a billion times what the first keep took
+    assert not kept.exists()
+    checkpoint.keep()  # stopping keeps whatever the spacing
+    assert kept.is_file()
