@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 from app.private_files import describe, private_file, private_folder, warn_if_open
 
 #: Seconds a statement waits for another process's write lock before giving up.
 BUSY_TIMEOUT = 5.0
+#: A store starting waits for a lock this many busy timeouts in all: processes opening one file
+#: at once each take it to create the schema, and SQLite may also answer "locked" at once (while
+#: another sets up the write-ahead log) rather than wait. A start can wait longer than a request.
+START_WAITS = 6
+#: Seconds between two tries of a start refused at once.
+_RETRY_PAUSE = 0.1
 
 #: The table's columns, in order, as Anvil 0.4 and earlier wrote them: such a file is upgraded
 #: in place at start-up (`_create_schema`) by adding the `etag` column.
@@ -101,9 +108,22 @@ def connect(path: Path, busy_timeout: float = BUSY_TIMEOUT) -> sqlite3.Connectio
                 "who owns it, or give that user read and write access to it"
             )
     try:
-        return _open_database(path, busy_timeout)
+        return _open_waiting(path, busy_timeout)
     except sqlite3.DatabaseError as error:
-        raise StartupError(_database_problem(path, error, busy_timeout)) from None
+        raise StartupError(_database_problem(path, error, START_WAITS * busy_timeout)) from None
+
+
+def _open_waiting(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    """`_open_database`, tried again while the file is locked, for `START_WAITS` busy timeouts."""
+    deadline = time.monotonic() + START_WAITS * busy_timeout
+    while True:
+        try:
+            return _open_database(path, busy_timeout)
+        except sqlite3.OperationalError as error:
+            name = getattr(error, "sqlite_errorname", None) or ""
+            if not name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or time.monotonic() >= deadline:
+                raise
+        time.sleep(_RETRY_PAUSE)  # a pause before trying the lock again, not a wait for an event
 
 
 def _database_problem(path: Path, error: sqlite3.DatabaseError, busy_timeout: float) -> str:

@@ -4,6 +4,8 @@ ones it refuses, and why it cannot open said as what it is: only a damaged file 
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from app.domain.conversation import Conversation, Turn
 from app.stores import sqlite
 from app.stores.codec import to_document
 from app.stores.sqlite import SqliteStore
-from app.stores.sqlite_schema import BUSY_TIMEOUT, StartupError
+from app.stores.sqlite_schema import BUSY_TIMEOUT, START_WAITS, StartupError
 
 pytestmark = pytest.mark.anyio
 
@@ -165,10 +167,34 @@ async def test_a_database_another_process_keeps_locked_is_named_as_locked_not_da
             await SqliteStore.open(path)
         other.execute("ROLLBACK")
     assert str(refused.value) == (
-        f"{path} stayed locked by another process for {busy_timeout:g} s (database is locked): stop the "
+        f"{path} stayed locked by another process for {START_WAITS * busy_timeout:g} s (database is "
+        "locked): stop the "
         "process that holds it, or start again once it is done"
     )
     await (await SqliteStore.open(path)).aclose()  # and once it is released, it opens
+
+
+async def test_a_start_waits_out_a_lock_held_longer_than_one_busy_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As another process starting on the same file may hold it: past one busy timeout, within
+    # the start's whole wait.
+    busy_timeout = BUSY_TIMEOUT / 20
+    monkeypatch.setattr(sqlite, "BUSY_TIMEOUT", busy_timeout)
+    path = tmp_path / "conversations.sqlite3"
+    await (await SqliteStore.open(path)).aclose()
+    with closing(sqlite3.connect(path, isolation_level=None, check_same_thread=False)) as other:
+        other.execute("BEGIN EXCLUSIVE")
+        release = threading.Timer(2.5 * busy_timeout, lambda: other.execute("ROLLBACK"))
+        release.start()
+        try:
+            started = time.monotonic()
+            store = await SqliteStore.open(path)
+            waited = time.monotonic() - started
+        finally:
+            release.join()
+    await store.aclose()
+    assert waited >= 2 * busy_timeout  # it did wait past one busy timeout for the lock
 
 
 async def test_a_folder_where_the_database_should_be_is_not_called_damaged(tmp_path: Path) -> None:
