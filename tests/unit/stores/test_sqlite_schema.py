@@ -153,14 +153,25 @@ async def test_a_data_folder_that_is_a_file_is_refused_in_one_line(tmp_path: Pat
         await SqliteStore.open(tmp_path / "data" / "conversations.sqlite3", clock)
 
 
-async def test_a_database_another_process_keeps_locked_is_named_as_locked_not_damaged(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The store's wait for the lock, made short: the message must name the wait it really made.
-    busy_timeout = BUSY_TIMEOUT / 20
-    monkeypatch.setattr(sqlite, "BUSY_TIMEOUT", busy_timeout)
+@pytest.fixture
+def busy_timeout(monkeypatch: pytest.MonkeyPatch) -> float:
+    """The store's wait for a lock, made short (the messages must name the wait really made)."""
+    short = BUSY_TIMEOUT / 20
+    monkeypatch.setattr(sqlite, "BUSY_TIMEOUT", short)
+    return short
+
+
+async def existing_database(tmp_path: Path) -> Path:
+    """A store's database, made and closed, for another connection to lock."""
     path = tmp_path / "conversations.sqlite3"
     await (await SqliteStore.open(path)).aclose()
+    return path
+
+
+async def test_a_database_another_process_keeps_locked_is_named_as_locked_not_damaged(
+    tmp_path: Path, busy_timeout: float
+) -> None:
+    path = await existing_database(tmp_path)
     with closing(sqlite3.connect(path, isolation_level=None)) as other:
         other.execute("BEGIN EXCLUSIVE")  # the write lock, held past the store's busy timeout
         with pytest.raises(StartupError) as refused:
@@ -168,21 +179,17 @@ async def test_a_database_another_process_keeps_locked_is_named_as_locked_not_da
         other.execute("ROLLBACK")
     assert str(refused.value) == (
         f"{path} stayed locked by another process for {START_WAITS * busy_timeout:g} s (database is "
-        "locked): stop the "
-        "process that holds it, or start again once it is done"
+        "locked): stop the process that holds it, or start again once it is done"
     )
     await (await SqliteStore.open(path)).aclose()  # and once it is released, it opens
 
 
 async def test_a_start_waits_out_a_lock_held_longer_than_one_busy_timeout(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, busy_timeout: float
 ) -> None:
     # As another process starting on the same file may hold it: past one busy timeout, within
     # the start's whole wait.
-    busy_timeout = BUSY_TIMEOUT / 20
-    monkeypatch.setattr(sqlite, "BUSY_TIMEOUT", busy_timeout)
-    path = tmp_path / "conversations.sqlite3"
-    await (await SqliteStore.open(path)).aclose()
+    path = await existing_database(tmp_path)
     with closing(sqlite3.connect(path, isolation_level=None, check_same_thread=False)) as other:
         other.execute("BEGIN EXCLUSIVE")
         release = threading.Timer(2.5 * busy_timeout, lambda: other.execute("ROLLBACK"))
