@@ -139,15 +139,21 @@ def fuse(lexical: Scores, similarity: Scores, index: KnowledgeIndex) -> Scores:
     """The hybrid score of every passage (see the module)."""
     best_lexical = float(lexical.max())
     relative_lexical = lexical / best_lexical if best_lexical > 0 else np.zeros_like(lexical)
+    fused: Scores = relative_lexical + VECTOR_WEIGHT * relative_similarity(similarity, index)
+    return fused
+
+
+def relative_similarity(similarity: Scores, index: KnowledgeIndex) -> Scores:
+    """Where each passage's similarity stands between what an unrelated question scores on this
+    corpus (0) and the best passage's (1); at least -1."""
     floor = unrelated_quantile(index, 0.5)
     if floor is None:  # an index without calibration: the passages' own median
         floor = float(np.median(similarity))
     best = float(similarity.max())
     # No more alike than an unrelated question: nothing by meaning (at most -1 each).
     spread = max(best - floor, 1e-6)
-    relative_similarity = np.clip((similarity - floor) / spread, -1.0, 1.0)
-    fused: Scores = relative_lexical + VECTOR_WEIGHT * relative_similarity
-    return fused
+    relative: Scores = np.clip((similarity - floor) / spread, -1.0, 1.0)
+    return relative
 
 
 def lift(scores: Scores, index: KnowledgeIndex, document: int) -> Scores:
@@ -173,9 +179,9 @@ def rank_fuse(lexical: Scores, similarity: Scores) -> Scores:
 
 def _ranks(scores: Scores) -> Scores:
     order = np.argsort(-scores, kind="stable")
-    ranks = np.empty(len(scores), dtype=np.float64)
-    ranks[order] = np.arange(1, len(scores) + 1)
-    return ranks
+    found = np.empty(len(scores), dtype=np.float64)
+    found[order] = np.arange(1, len(scores) + 1)
+    return found
 
 
 def unrelated_quantile(index: KnowledgeIndex, q: float) -> float | None:

@@ -30,6 +30,7 @@ from app.adapters.engines.hybrid import (
     rank_fuse,
     refuse,
 )
+from app.adapters.engines.rerank import rerank
 from app.adapters.engines.text_compose import Excerpt, Unit, choose, fit, shorten, units_of
 from app.domain.ports import Answer, Document, Embedder, Passage, PastExchange, Progress, Vectors
 from app.errors import AnvilError
@@ -304,7 +305,7 @@ class _Ranking:
         index = self.index
         if not index.passage_count or (not query and vector is None) or k <= 0:
             return [], Signals()
-        lexical = self._lexical(query, phrase)
+        lexical = lexical_scores(index, query, phrase)
         if vector is None or index.vectors is None or self.mode == "lexical":
             ranked = [(n, float(lexical[n])) for n in top(lexical, k)]
             return ranked, Signals(None, tuple(n for n, _ in ranked))
@@ -319,14 +320,11 @@ class _Ranking:
         elif self.mode == "rrf":
             scores = rank_fuse(lexical, similarity)
         else:
-            scores = fuse(lexical, similarity, index)
+            scores = rerank(index, query, lexical, similarity, fuse(lexical, similarity, index))
             if page is not None:
                 scores = lift(scores, index, page)
         ranked = [(n, float(scores[n])) for n in top(scores, k)]
         return ranked, Signals(similarity, tuple(n for n, _ in ranked), before is not None, leaned)
-
-    def _lexical(self, query: Mapping[str, float], phrase: Sequence[str]) -> Scores:
-        return lexical_scores(self.index, query, phrase)
 
     def _idf(self, term: str) -> float:
         """The term's IDF among passage texts (highest for a term no passage holds)."""

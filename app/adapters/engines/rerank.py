@@ -1,0 +1,135 @@
+"""Reordering the passages the fused ranking found, by what else is known about them and their files.
+
+The fused score (`hybrid.fuse`) weighs how well a passage matches; among passages that match about
+as well (most of the misses measured: a page on the same subject first, the right one second or
+third), other facts tell: whether the passage opens its file, how deep its heading is, how many
+passages its file has, how well its file as a whole matches by words and by meaning, and how its
+text and its heading match on their own. `rerank` scores the candidates (the best 20 fused, the
+best 15 by words and the best 15 by meaning) with a linear model over twelve such features.
+
+The weights were fitted by `bench/rerank_fit.py` on the single questions of the four question
+sets of `bench/eval.py` (listwise, with an L2 penalty, each match feature kept to its sign). Fitted
+on three sets and scored on the fourth, for each in turn, the first page was right more often
+than by the fused score alone on every set left out (the 18F handbook 20 to 22 of 30, Redux 24 to
+27 of 30, Starlette 24 to 26 of 28, Anvil's docs 13 to 15 of 20), and among the first three as
+often or more. `WEIGHTS` are the ones fitted on all four.
+
+The order changes; the scores keep their scale: the k-th passage reordered gets the k-th best
+fused score, so what reads scores (the see-also floor, the lift of a follow-up's page) reads
+them as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from app.adapters.engines.hybrid import Scores, relative_similarity
+from app.knowledge.index import KnowledgeIndex
+from app.knowledge.lexical import top
+
+#: How many of the best passages of each ranking are reordered.
+FUSED_CANDIDATES = 20
+RANKING_CANDIDATES = 15
+#: The fitted weight of each feature (per unit of the feature, as computed in `features`).
+WEIGHTS = {
+    "log_lexical_rank": -0.095 / 1.6492,
+    "log_vector_rank": -0.724 / 1.5229,
+    "heading": 0.354 / 0.3269,
+    "body": 0.496 / 0.2670,
+    "file_words": 0.793 / 0.3044,
+    "opens_file": 0.557 / 0.2287,
+    "depth": -0.589 / 0.8893,
+    "log_file_passages": -0.748 / 0.8382,
+    "file_similarity": 0.574 / 0.2597,
+    "file_lexical": 0.464 / 0.3248,
+    "file_among_best": 0.186 / 3.6196,
+    "similarity_gap": 0.501 / 0.0207,
+}
+_COEFFICIENTS = np.array(list(WEIGHTS.values()), dtype=np.float64)
+
+
+def rerank(
+    index: KnowledgeIndex,
+    query: Mapping[str, float],
+    lexical: Scores,
+    similarity: Scores,
+    fused: Scores,
+) -> Scores:
+    """`fused` with its candidates reordered (see the module): every other passage scores 0."""
+    candidates = candidates_of(lexical, similarity, fused)
+    reordered: Scores = np.zeros_like(fused)
+    if not candidates.size:
+        return reordered
+    learned = features(index, query, lexical, similarity, fused, candidates) @ _COEFFICIENTS
+    order = candidates[np.argsort(-learned, kind="stable")]
+    reordered[order] = np.sort(fused[candidates])[::-1]
+    return reordered
+
+
+def candidates_of(lexical: Scores, similarity: Scores, fused: Scores) -> npt.NDArray[np.int64]:
+    """The passages reordered: the best of the fused ranking, of words and of meaning."""
+    chosen = set(top(fused, FUSED_CANDIDATES)) | set(top(lexical, RANKING_CANDIDATES))
+    return np.array(sorted(chosen | set(top(similarity, RANKING_CANDIDATES))), dtype=np.int64)
+
+
+def features(
+    index: KnowledgeIndex,
+    query: Mapping[str, float],
+    lexical: Scores,
+    similarity: Scores,
+    fused: Scores,
+    candidates: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """One row of `WEIGHTS`' features per candidate passage."""
+    documents = index.passage_document
+    count = index.document_count
+    numbers = {n: weight for term, weight in query.items() if (n := index.term(term)) is not None}
+    heading: Scores = np.zeros(index.passage_count, dtype=np.float64)
+    index.heading.add_scores(heading, numbers)
+    body: Scores = np.zeros(index.passage_count, dtype=np.float64)
+    index.body.add_scores(body, numbers)
+    words = index.whole.scores(numbers)
+    relative = _share(lexical)
+    alike = relative_similarity(similarity, index)
+    file_similarity = np.full(count, -1.0)
+    np.maximum.at(file_similarity, documents, alike)
+    file_lexical = np.zeros(count)
+    np.maximum.at(file_lexical, documents, relative)
+    among_best = np.bincount(documents[top(fused, RANKING_CANDIDATES)], minlength=count)
+    passages = np.bincount(documents, minlength=count).astype(np.float64)
+    ours = documents[candidates]
+    opens = np.array([n == 0 or documents[n - 1] != documents[n] for n in candidates.tolist()])
+    depth = np.array([index.passage(n).heading.count(" > ") for n in candidates.tolist()], dtype=np.float64)
+    columns = [
+        np.log(ranks_of(lexical, candidates)),
+        np.log(ranks_of(similarity, candidates)),
+        _share(heading)[candidates],
+        _share(body)[candidates],
+        _share(words)[ours],
+        opens.astype(np.float64),
+        depth,
+        np.log(passages[ours]),
+        file_similarity[ours],
+        file_lexical[ours],
+        among_best[ours].astype(np.float64),
+        similarity[candidates] - float(similarity.max()),
+    ]
+    return np.stack(columns, axis=1)
+
+
+def _share(scores: Scores) -> Scores:
+    best = float(scores.max()) if scores.size else 0.0
+    return scores / best if best > 0 else np.zeros_like(scores)
+
+
+def ranks_of(scores: Scores, passages: npt.NDArray[np.int64]) -> Scores:
+    """The rank of each of `passages` in `scores`, 1 for the best, ties in passage order (as a
+    stable sort would give, without sorting every passage)."""
+    values = scores[passages][:, np.newaxis]
+    ahead = (scores > values).sum(axis=1)
+    tied = ((scores == values) & (np.arange(scores.size) < passages[:, np.newaxis])).sum(axis=1)
+    found: Scores = (1 + ahead + tied).astype(np.float64)
+    return found

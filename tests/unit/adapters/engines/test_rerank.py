@@ -1,0 +1,90 @@
+"""Reordering the fused ranking's candidates: which passages it reorders, that scores keep their
+scale, and that a passage opening a short page on the question wins a near-tie against one deep
+in a long page, over a corpus this test writes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.adapters.engines.hybrid import fuse, lexical_scores
+from app.adapters.engines.rerank import FUSED_CANDIDATES, RANKING_CANDIDATES, features, ranks_of, rerank
+from app.knowledge.corpus import CorpusPassage
+from app.knowledge.index import KnowledgeIndex
+from app.knowledge.lexical import top
+from app.knowledge.tokens import tokenize, words
+
+QUESTION = "How do I donate leave hours to a coworker?"
+
+
+def corpus() -> list[CorpusPassage]:
+    """A short page about donating leave, a long leave page with a section on it deep inside, and
+    forty passages about other things."""
+    passages = [CorpusPassage("donating-leave.md", "Donating leave", "Donate leave hours to a coworker.")]
+    for n in range(12):
+        passages.append(CorpusPassage("leave.md", f"Leave > Kinds > Kind {n}", f"Kind {n} of leave hours."))
+    deep = "Leave > Kinds > Other > Donating leave"
+    passages.append(CorpusPassage("leave.md", deep, "Donate leave hours to a coworker."))
+    for n in range(40):
+        passages.append(CorpusPassage(f"topic-{n}.md", f"Topic {n}", f"Travel expense {n} and receipts."))
+    return passages
+
+
+def test_the_candidates_are_reordered_and_keep_the_fused_scores_scale() -> None:
+    index = KnowledgeIndex.from_passages(corpus())
+    query = dict.fromkeys(tokenize(QUESTION), 1.0)
+    lexical = lexical_scores(index, query, words(QUESTION))
+    similarity = np.random.default_rng(7).uniform(0.7, 0.9, index.passage_count)
+    fused = fuse(lexical, similarity, index)
+
+    reordered = rerank(index, query, lexical, similarity, fused)
+
+    candidates = (
+        set(top(fused, FUSED_CANDIDATES))
+        | set(top(lexical, RANKING_CANDIDATES))
+        | set(top(similarity, RANKING_CANDIDATES))
+    )
+    assert set(np.flatnonzero(reordered).tolist()) == candidates
+    # The k-th passage reordered has the k-th best fused score: the same values, in a new order.
+    kept = sorted(candidates)
+    assert np.allclose(np.sort(reordered[kept]), np.sort(fused[kept]))
+    assert len(candidates) < index.passage_count  # the rest score nothing
+
+
+def test_features_say_which_passage_opens_its_file_and_how_deep_its_heading_is() -> None:
+    index = KnowledgeIndex.from_passages(corpus())
+    query = dict.fromkeys(tokenize(QUESTION), 1.0)
+    lexical = lexical_scores(index, query, words(QUESTION))
+    similarity = np.full(index.passage_count, 0.8)
+    fused = fuse(lexical, similarity, index)
+    short, deep = 0, 13
+    rows = features(index, query, lexical, similarity, fused, np.array([short, deep]))
+    opens, depth, log_passages = rows[:, 5], rows[:, 6], rows[:, 7]
+    assert opens.tolist() == [1.0, 0.0]
+    assert depth.tolist() == [0.0, 3.0]
+    assert np.allclose(np.exp(log_passages), [1.0, 13.0])
+
+
+def test_a_short_page_on_the_question_wins_a_near_tie_against_a_section_deep_in_a_long_page() -> None:
+    index = KnowledgeIndex.from_passages(corpus())
+    query = dict.fromkeys(tokenize(QUESTION), 1.0)
+    lexical = lexical_scores(index, query, words(QUESTION))
+    short, deep = 0, 13
+    similarity = np.full(index.passage_count, 0.75)
+    similarity[[short, deep]] = 0.86
+    similarity[deep] += 0.02  # the deep section is a shade closer by meaning
+    fused = fuse(lexical, similarity, index)
+    assert fused[deep] > fused[short]
+
+    reordered = rerank(index, query, lexical, similarity, fused)
+
+    assert int(reordered.argmax()) == short
+    assert reordered[deep] > 0
+
+
+def test_ranks_of_some_passages_are_their_ranks_in_a_stable_sort_of_all() -> None:
+    scores = np.array([0.0, 3.0, 1.0, 3.0, 0.0, 2.0, 0.0])
+    everyone = np.arange(scores.size)
+    stable = np.empty(scores.size)
+    stable[np.argsort(-scores, kind="stable")] = np.arange(1, scores.size + 1)
+    assert ranks_of(scores, everyone).tolist() == stable.tolist() == [5, 1, 4, 2, 6, 3, 7]
+    assert ranks_of(scores, np.array([6, 3])).tolist() == [7, 2]
