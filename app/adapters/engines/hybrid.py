@@ -137,10 +137,15 @@ def lexical_scores(index: KnowledgeIndex, query: Mapping[str, float], phrase: Se
 
 def fuse(lexical: Scores, similarity: Scores, index: KnowledgeIndex) -> Scores:
     """The hybrid score of every passage (see the module)."""
-    best_lexical = float(lexical.max())
-    relative_lexical = lexical / best_lexical if best_lexical > 0 else np.zeros_like(lexical)
-    fused: Scores = relative_lexical + VECTOR_WEIGHT * relative_similarity(similarity, index)
+    fused: Scores = share_of_best(lexical) + VECTOR_WEIGHT * relative_similarity(similarity, index)
     return fused
+
+
+def share_of_best(scores: Scores) -> Scores:
+    """Each score as a share of the best one (all 0 when none is positive)."""
+    best = float(scores.max()) if scores.size else 0.0
+    shares: Scores = scores / best if best > 0 else np.zeros_like(scores)
+    return shares
 
 
 def relative_similarity(similarity: Scores, index: KnowledgeIndex) -> Scores:
@@ -179,9 +184,9 @@ def rank_fuse(lexical: Scores, similarity: Scores) -> Scores:
 
 def _ranks(scores: Scores) -> Scores:
     order = np.argsort(-scores, kind="stable")
-    found = np.empty(len(scores), dtype=np.float64)
-    found[order] = np.arange(1, len(scores) + 1)
-    return found
+    ranks = np.empty(len(scores), dtype=np.float64)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    return ranks
 
 
 def unrelated_quantile(index: KnowledgeIndex, q: float) -> float | None:

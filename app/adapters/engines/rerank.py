@@ -11,7 +11,7 @@ The weights were fitted by `bench/rerank_fit.py` on the single questions of the 
 sets of `bench/eval.py` (listwise, with an L2 penalty, each match feature kept to its sign). Fitted
 on three sets and scored on the fourth, for each in turn, the first page was right more often
 than by the fused score alone on every set left out (the 18F handbook 20 to 22 of 30, Redux 24 to
-27 of 30, Starlette 24 to 26 of 28, Anvil's docs 13 to 15 of 20), and among the first three as
+27 of 30, Starlette 24 to 26 of 28, Anvil's docs 13 to 14 of 20), and among the first three as
 often or more. `WEIGHTS` are the ones fitted on all four.
 
 The order changes; the scores keep their scale: the k-th passage reordered gets the k-th best
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from app.adapters.engines.hybrid import Scores, relative_similarity
+from app.adapters.engines.hybrid import Scores, relative_similarity, share_of_best
 from app.knowledge.index import KnowledgeIndex
 from app.knowledge.lexical import top
 
@@ -92,7 +92,7 @@ def features(
     body: Scores = np.zeros(index.passage_count, dtype=np.float64)
     index.body.add_scores(body, numbers)
     words = index.whole.scores(numbers)
-    relative = _share(lexical)
+    relative = share_of_best(lexical)
     alike = relative_similarity(similarity, index)
     file_similarity = np.full(count, -1.0)
     np.maximum.at(file_similarity, documents, alike)
@@ -106,9 +106,9 @@ def features(
     columns = [
         np.log(ranks_of(lexical, candidates)),
         np.log(ranks_of(similarity, candidates)),
-        _share(heading)[candidates],
-        _share(body)[candidates],
-        _share(words)[ours],
+        share_of_best(heading)[candidates],
+        share_of_best(body)[candidates],
+        share_of_best(words)[ours],
         opens.astype(np.float64),
         depth,
         np.log(passages[ours]),
@@ -118,11 +118,6 @@ def features(
         similarity[candidates] - float(similarity.max()),
     ]
     return np.stack(columns, axis=1)
-
-
-def _share(scores: Scores) -> Scores:
-    best = float(scores.max()) if scores.size else 0.0
-    return scores / best if best > 0 else np.zeros_like(scores)
 
 
 def ranks_of(scores: Scores, passages: npt.NDArray[np.int64]) -> Scores:
