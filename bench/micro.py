@@ -1,11 +1,17 @@
-"""In-process costs: the retrieval index (bundled docs and a generated 10,000-passage corpus) and
-token verification with the cache hit vs missed.
+"""In-process costs: the retrieval index (bundled docs and a generated 10,000-passage corpus),
+what each step of the hybrid ranking costs against corpus size, and token verification with the
+cache hit vs missed.
 
-    .venv/bin/python bench/micro.py
+    .venv/bin/python bench/micro.py [--sizes 2000,20000,150000]
+
+The hybrid ranking runs over generated passages with seeded random unit vectors (384 numbers,
+as the `local` embedder's): what ranking costs, not what it finds. Each step's median is printed
+side by side with the steps before reordering, so the reordering's share of a question shows.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
 import statistics
@@ -14,9 +20,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
+from app.adapters.engines.hybrid import fuse, lexical_scores
+from app.adapters.engines.rerank import rerank
 from app.adapters.engines.retrieval import RetrievalEngine
 from app.auth.dev import DevIssuer
+from app.domain.ports import Vectors
 from app.knowledge.corpus import CorpusPassage
+from app.knowledge.index import KnowledgeIndex, add_vectors
+from app.knowledge.tokens import tokenize, words
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = [
@@ -103,6 +116,59 @@ def retrieval() -> None:
     )
 
 
+class RandomEmbedder:
+    """Seeded random unit vectors: an index's vectors for measuring ranking costs only."""
+
+    name = "bench-random"
+    batch_size = 4096
+
+    def __init__(self, dimensions: int = 384) -> None:
+        self._rng = np.random.default_rng(7)
+        self._dimensions = dimensions
+
+    def embed(self, texts: object, *, query: bool) -> Vectors:
+        drawn = self._rng.standard_normal((len(texts), self._dimensions)).astype(np.float32)  # type: ignore[arg-type]
+        vectors: Vectors = drawn / np.linalg.norm(drawn, axis=1, keepdims=True)
+        return vectors
+
+    def close(self) -> None:
+        """Nothing is held."""
+
+
+def ranking_steps(index: KnowledgeIndex, vector: Vectors, question: str) -> list[float]:
+    """Median seconds of each step of a question's hybrid ranking: words, meaning, fusion, and
+    the reordering."""
+    assert index.vectors is not None
+    vectors = index.vectors
+    query, phrase = dict.fromkeys(tokenize(question), 1.0), words(question)
+    lexical = lexical_scores(index, query, phrase)
+    similarity = (vectors @ vector).astype(np.float64)
+    fused = fuse(lexical, similarity, index)
+    repeat = max(5, 200_000 // index.passage_count)
+    return [
+        timed(lambda: lexical_scores(index, query, phrase), repeat),
+        timed(lambda: (vectors @ vector).astype(np.float64), repeat),
+        timed(lambda: fuse(lexical, similarity, index), repeat),
+        timed(lambda: rerank(index, query, lexical, similarity, fused), repeat),
+    ]
+
+
+def hybrid_ranking(sizes: list[int]) -> None:
+    embedder = RandomEmbedder()
+    print("hybrid ranking, median ms   passages   words  vectors   fused  reordered  (reordering's share)")
+    for size in sizes:
+        built = KnowledgeIndex.from_passages(generated_corpus(size))
+        arrays, content = built.sections(), dict(built.content)
+        add_vectors(arrays, content, embedder)
+        index = KnowledgeIndex.of_arrays(arrays, content)
+        steps = ranking_steps(index, embedder.embed([QUERIES[0]], query=True)[0], QUERIES[0])
+        by_words, by_meaning, fused, reordered = (step * 1e3 for step in steps)
+        print(
+            f"{'':27s} {size:9,d} {by_words:7.2f} {by_meaning:7.2f} {fused:7.2f} {reordered:10.2f}"
+            f"  ({steps[3] / sum(steps):.0%})"
+        )
+
+
 def verification() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         issuer = DevIssuer.load_or_create(Path(scratch))
@@ -128,6 +194,21 @@ def verification() -> None:
     )
 
 
-if __name__ == "__main__":
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(size) for size in text.split(",")],
+        default=[2_000, 20_000, 150_000],
+        help="passage counts of the hybrid ranking's generated corpora, comma-separated",
+    )
+    args = parser.parse_args()
     retrieval()
+    hybrid_ranking(args.sizes)
     verification()
+
+
+if __name__ == "__main__":
+    main()

@@ -35,18 +35,18 @@ FUSED_CANDIDATES = 20
 RANKING_CANDIDATES = 15
 #: The fitted weight of each feature (per unit of the feature, as computed in `features`).
 WEIGHTS = {
-    "log_lexical_rank": -0.095 / 1.6492,
-    "log_vector_rank": -0.724 / 1.5229,
-    "heading": 0.354 / 0.3269,
-    "body": 0.496 / 0.2670,
-    "file_words": 0.793 / 0.3044,
-    "opens_file": 0.557 / 0.2287,
+    "log_lexical_rank": -0.067 / 1.5594,
+    "log_vector_rank": -0.717 / 1.5232,
+    "heading": 0.358 / 0.3269,
+    "body": 0.508 / 0.2670,
+    "file_words": 0.795 / 0.3044,
+    "opens_file": 0.558 / 0.2287,
     "depth": -0.589 / 0.8893,
-    "log_file_passages": -0.748 / 0.8382,
-    "file_similarity": 0.574 / 0.2597,
-    "file_lexical": 0.464 / 0.3248,
-    "file_among_best": 0.186 / 3.6196,
-    "similarity_gap": 0.501 / 0.0207,
+    "log_file_passages": -0.744 / 0.8386,
+    "file_similarity": 0.590 / 0.2597,
+    "file_lexical": 0.473 / 0.3246,
+    "file_among_best": 0.169 / 3.6196,
+    "similarity_gap": 0.490 / 0.0207,
 }
 _COEFFICIENTS = np.array(list(WEIGHTS.values()), dtype=np.float64)
 
@@ -121,10 +121,8 @@ def features(
 
 
 def ranks_of(scores: Scores, passages: npt.NDArray[np.int64]) -> Scores:
-    """The rank of each of `passages` in `scores`, 1 for the best, ties in passage order (as a
-    stable sort would give, without sorting every passage)."""
-    values = scores[passages][:, np.newaxis]
-    ahead = (scores > values).sum(axis=1)
-    tied = ((scores == values) & (np.arange(scores.size) < passages[:, np.newaxis])).sum(axis=1)
-    found: Scores = (1 + ahead + tied).astype(np.float64)
+    """The rank of each of `passages` in `scores`: 1 plus how many passages score more (tied
+    passages share a rank, whatever their order)."""
+    ahead = scores.size - np.searchsorted(np.sort(scores), scores[passages], side="right")
+    found: Scores = (1 + ahead).astype(np.float64)
     return found

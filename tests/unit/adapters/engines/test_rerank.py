@@ -81,10 +81,13 @@ def test_a_short_page_on_the_question_wins_a_near_tie_against_a_section_deep_in_
     assert reordered[deep] > 0
 
 
-def test_ranks_of_some_passages_are_their_ranks_in_a_stable_sort_of_all() -> None:
+def test_ranks_of_some_passages_count_those_scoring_more_and_ties_share_a_rank() -> None:
     scores = np.array([0.0, 3.0, 1.0, 3.0, 0.0, 2.0, 0.0])
-    everyone = np.arange(scores.size)
-    stable = np.empty(scores.size)
-    stable[np.argsort(-scores, kind="stable")] = np.arange(1, scores.size + 1)
-    assert ranks_of(scores, everyone).tolist() == stable.tolist() == [5, 1, 4, 2, 6, 3, 7]
-    assert ranks_of(scores, np.array([6, 3])).tolist() == [7, 2]
+    assert ranks_of(scores, np.arange(scores.size)).tolist() == [5, 1, 4, 1, 5, 3, 5]
+    assert ranks_of(scores, np.array([6, 3, 6])).tolist() == [5, 1, 5]
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        scores = rng.integers(0, 6, size=200).astype(np.float64) / 2  # many ties
+        chosen = rng.choice(200, size=30, replace=False)
+        counted = [1 + int((scores > scores[n]).sum()) for n in chosen.tolist()]
+        assert ranks_of(scores, chosen).tolist() == counted
