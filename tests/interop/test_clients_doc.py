@@ -177,10 +177,13 @@ print(json.dumps(outcomes))
 @pytest.fixture(scope="module")
 def python_example_runs(dev_server: AnvilServer) -> dict[str, dict[str, str | None]]:
     code = only_block("Python SDK", "python")
+    # A user of its own each time: a worker given this module's tests at two moments runs the
+    # example twice on one server, and the example's conversation id is fixed.
+    run = uuid.uuid4().hex[:8]
     runs = {
         mode: {
             "code": code.replace(LOCAL_MCP, dev_server.mcp_url).replace('mode="auto"', f'mode="{mode}"'),
-            "token": dev_server.token(f"docs-python-{mode}"),
+            "token": dev_server.token(f"docs-python-{mode}-{run}"),
         }
         for mode in PYTHON_MODES
     }
