@@ -17,7 +17,7 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -126,8 +126,8 @@ class RandomEmbedder:
         self._rng = np.random.default_rng(7)
         self._dimensions = dimensions
 
-    def embed(self, texts: object, *, query: bool) -> Vectors:
-        drawn = self._rng.standard_normal((len(texts), self._dimensions)).astype(np.float32)  # type: ignore[arg-type]
+    def embed(self, texts: Sequence[str], *, query: bool) -> Vectors:
+        drawn = self._rng.standard_normal((len(texts), self._dimensions)).astype(np.float32)
         vectors: Vectors = drawn / np.linalg.norm(drawn, axis=1, keepdims=True)
         return vectors
 
@@ -155,7 +155,7 @@ def ranking_steps(index: KnowledgeIndex, vector: Vectors, question: str) -> list
 
 def hybrid_ranking(sizes: list[int]) -> None:
     embedder = RandomEmbedder()
-    print("hybrid ranking, median ms   passages   words  vectors   fused  reordered  (reordering's share)")
+    print("hybrid ranking, median ms   passages   words  meaning   fused  reordered  (reordering's share)")
     for size in sizes:
         built = KnowledgeIndex.from_passages(generated_corpus(size))
         arrays, content = built.sections(), dict(built.content)
