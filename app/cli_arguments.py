@@ -91,6 +91,14 @@ def source_folder(value: str) -> Source:
 
 def index_target(value: str) -> Path | str:
     """argparse type: the file an index is written to, or the blob URL it is uploaded to."""
+    from app.knowledge.resume import SUFFIX
+
+    if value.rstrip("/").endswith(SUFFIX):
+        # Where a build that stops keeps its vectors so far, removed once the index is written.
+        raise argparse.ArgumentTypeError(
+            f"{value!r} ends with {SUFFIX}, the name a stopped build keeps its vectors under: "
+            "name it otherwise, for example docs.anvilidx"
+        )
     if "://" in value:
         from app.blob_urls import BlobStorageError, is_blob_url, parse_blob_url
 

@@ -231,6 +231,17 @@ def upload(path: Path, url: str) -> str:
         return str(result["etag"])
 
 
+def delete_if_present(url: str) -> bool:
+    """Delete the blob at `url`; False when there was none."""
+    location = parse_blob_url(url)
+    with _reported(location, role=_WRITER), _service(location) as service:
+        try:
+            service.get_blob_client(location.container, location.name).delete_blob()
+        except ResourceNotFoundError:
+            return False
+        return True
+
+
 def read_documents(url_prefix: str, suffixes: Sequence[str]) -> list[tuple[str, bytes]]:
     """Every blob under the folder `url_prefix` whose name ends with one of `suffixes`, as (its
     name below the folder, its bytes), sorted by name. A blob deleted between the listing and

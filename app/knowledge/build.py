@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -161,21 +160,14 @@ def build(
     embedder: PassageEmbedder | None = None,
     previous: Sequence[Path] = (),
 ) -> Built:
-    """Index the documents of `sources` into the file `target` (written atomically), or into a
-    temporary file then uploaded whole to the blob URL `target`; with `embedder`, their passages'
-    vectors too, reusing those of the indexes at `previous` (and of `target` itself, when it is a
-    file that is there) for passages whose text they already embedded."""
+    """Index the documents of `sources` into the file `target` (written atomically), or into the
+    blob URL `target` (`blob_build`); with `embedder`, their passages' vectors too, reusing those
+    of the indexes at `previous` (and of `target` itself, when it is there) for passages whose
+    text they already embedded, and those an earlier build of `target` kept when it stopped early."""
     if isinstance(target, str):
-        from app.knowledge.blob import download_if_present, upload
+        from app.knowledge.blob_build import build_to_blob
 
-        with tempfile.TemporaryDirectory(prefix="anvil-index-") as scratch:
-            local = Path(scratch) / "index.anvilidx"
-            earlier = list(previous)
-            if embedder is not None and download_if_present(target, Path(scratch) / "earlier.anvilidx"):
-                earlier.append(Path(scratch) / "earlier.anvilidx")
-            built = build(sources, local, progress, embedder=embedder, previous=earlier)
-            upload(local, target)
-            return built
+        return build_to_blob(sources, target, progress, embedder=embedder, previous=previous)
     files, urls = read_sources(sources, progress)
     described = [str(s.folder) if s.site is None else f"{s.folder}={s.site}" for s in sources]
     arrays, content = build_arrays(files, urls=urls, progress=progress)

@@ -63,10 +63,12 @@ def test_sources_and_targets_the_command_cannot_use_are_refused_with_what_to_giv
         ([str(tmp_path / "missing"), "--output", str(tmp_path / "i")], "is not a folder of documents"),
         (["ftp://example.com/docs/", "--output", str(tmp_path / "i")], "is neither a folder nor a blob URL"),
         ([str(DOCS), "--output", str(tmp_path)], "is a folder: name the index file to write"),
+        ([str(DOCS), "--output", str(tmp_path / "i.partial")], "name it otherwise"),
+        ([str(DOCS), "--output", "https://acct.blob.core.windows.net/c/i.partial"], "name it otherwise"),
     ):
         ran = anvil("index", *args)
         assert ran.returncode == 2 and said in ran.stderr, ran.stderr
-    assert not (tmp_path / "i").exists()
+    assert not (tmp_path / "i").exists() and not (tmp_path / "i.partial").exists()
 
 
 def test_an_index_that_cannot_be_served_stops_start_up_with_one_line(tmp_path: Path) -> None:

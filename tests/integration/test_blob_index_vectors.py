@@ -1,0 +1,117 @@
+"""An index built into Blob Storage with vectors, against Azurite and the real SDK: a rebuild
+reuses the vectors of the index it replaces, and a build whose embedder fails half way keeps
+what it embedded beside the blob, so that the next one embeds only the rest."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.azurite import Azurite
+
+from app.errors import EngineFailed
+from app.knowledge.blob import CONNECTION_STRING, blob_version, download_if_present
+from app.knowledge.blob_build import partial_url
+from app.knowledge.build import Source, build
+from app.knowledge.index import KnowledgeIndex
+
+SECTIONS = 10
+
+
+class Counting:
+    """A stand-in for a model: a unit vector drawn from each text's hash; counts the passages
+    it is asked to embed."""
+
+    name = "test:counting"
+    batch_size = 2
+
+    def __init__(self) -> None:
+        self.passages: list[str] = []
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        if not query:
+            self.passages.extend(texts)
+        rows = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+            row = np.random.default_rng(seed).normal(size=8)
+            rows.append(row / np.linalg.norm(row))
+        return np.array(rows, dtype=np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+class Failing(Counting):
+    """Embeds `batches` batches of passages, then its endpoint goes down."""
+
+    def __init__(self, batches: int) -> None:
+        super().__init__()
+        self.batches = batches
+
+    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        if not query:
+            if self.batches == 0:
+                raise EngineFailed("Anvil could not reach the embeddings endpoint; ask again in a moment.")
+            self.batches -= 1
+        return super().embed(texts, query=query)
+
+
+@pytest.fixture
+def emulator(azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> Azurite:
+    monkeypatch.setenv(CONNECTION_STRING, azurite.connection_string())
+    return azurite
+
+
+def bays(tmp_path: Path, tides: str = "its own tide table") -> Path:
+    folder = tmp_path / "bays"
+    folder.mkdir(exist_ok=True)
+    said = [tides, *["its own tide table"] * (SECTIONS - 1)]
+    text = "".join(f"## Bay {n}\n\nBay {n} has {what}.\n\n" for n, what in enumerate(said))
+    (folder / "bays.md").write_text(f"# Bays\n\n{text}")
+    return folder
+
+
+def served(url: str, tmp_path: Path) -> KnowledgeIndex:
+    copy = tmp_path / f"{uuid.uuid4().hex}.anvilidx"
+    assert download_if_present(url, copy)
+    return KnowledgeIndex.open(copy)
+
+
+def test_a_rebuild_into_a_blob_embeds_only_what_changed(emulator: Azurite, tmp_path: Path) -> None:
+    url = emulator.url("indexes", f"{uuid.uuid4().hex}/docs.anvilidx")
+    first = Counting()
+    built = build([Source(bays(tmp_path))], url, embedder=first)
+    assert built.embedded == len(first.passages) == SECTIONS
+
+    again = Counting()
+    rebuilt = build([Source(bays(tmp_path, tides="two tide tables"))], url, embedder=again)
+
+    assert rebuilt.embedded == 1 and again.passages == ["Bays > Bay 0\n\nBay 0 has two tide tables."]
+    index = served(url, tmp_path)
+    assert index.vectors is not None and len(index.vectors) == SECTIONS
+
+
+def test_a_build_into_a_blob_that_fails_half_way_is_resumed_by_the_next(
+    emulator: Azurite, tmp_path: Path
+) -> None:
+    url = emulator.url("indexes", f"{uuid.uuid4().hex}/docs.anvilidx")
+    with pytest.raises(EngineFailed):
+        build([Source(bays(tmp_path))], url, embedder=Failing(batches=2))
+    assert blob_version(url) is None
+    assert partial_url(url).endswith("/docs.partial") and blob_version(partial_url(url)) is not None
+
+    again = Counting()
+    built = build([Source(bays(tmp_path))], url, embedder=again)
+
+    assert built.embedded == len(again.passages) == SECTIONS - 4
+    assert blob_version(partial_url(url)) is None
+    index = served(url, tmp_path)
+    whole = Counting()
+    build([Source(bays(tmp_path))], tmp_path / "whole.anvilidx", embedder=whole)
+    assert index.vectors is not None
+    assert np.array_equal(index.vectors, KnowledgeIndex.open(tmp_path / "whole.anvilidx").vectors)
