@@ -4,14 +4,13 @@ what it embedded beside the blob, so that the next one embeds only the rest."""
 
 from __future__ import annotations
 
-import hashlib
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 from support.azurite import Azurite
+from support.embedders import Counting, Failing
 
 from app.errors import EngineFailed
 from app.knowledge.blob import CONNECTION_STRING, blob_version, download_if_present
@@ -20,45 +19,6 @@ from app.knowledge.build import Source, build
 from app.knowledge.index import KnowledgeIndex
 
 SECTIONS = 10
-
-
-class Counting:
-    """A stand-in for a model: a unit vector drawn from each text's hash; counts the passages
-    it is asked to embed."""
-
-    name = "test:counting"
-    batch_size = 2
-
-    def __init__(self) -> None:
-        self.passages: list[str] = []
-
-    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
-        if not query:
-            self.passages.extend(texts)
-        rows = []
-        for text in texts:
-            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-            row = np.random.default_rng(seed).normal(size=8)
-            rows.append(row / np.linalg.norm(row))
-        return np.array(rows, dtype=np.float32)
-
-    def close(self) -> None:
-        pass
-
-
-class Failing(Counting):
-    """Embeds `batches` batches of passages, then its endpoint goes down."""
-
-    def __init__(self, batches: int) -> None:
-        super().__init__()
-        self.batches = batches
-
-    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
-        if not query:
-            if self.batches == 0:
-                raise EngineFailed("Anvil could not reach the embeddings endpoint; ask again in a moment.")
-            self.batches -= 1
-        return super().embed(texts, query=query)
 
 
 @pytest.fixture

@@ -3,13 +3,13 @@ embedder that made them."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support.embedders import Counting, Failing
 
 from app.adapters.engines.retrieval import RetrievalEngine
 from app.errors import EngineFailed
@@ -17,30 +17,6 @@ from app.knowledge.artifact import InvalidIndex
 from app.knowledge.build import Source, build, cached_index, open_cached
 from app.knowledge.index import KnowledgeIndex
 from app.knowledge.vectors import EmbedderMismatch
-
-
-class Counting:
-    """A deterministic stand-in for a model: a unit vector drawn from each text's hash; counts
-    the passages it is asked to embed."""
-
-    batch_size = 2
-
-    def __init__(self, name: str = "test:counting") -> None:
-        self.name = name
-        self.passages: list[str] = []
-
-    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
-        if not query:
-            self.passages.extend(texts)
-        rows = []
-        for text in texts:
-            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-            row = np.random.default_rng(seed).normal(size=8)
-            rows.append(row / np.linalg.norm(row))
-        return np.array(rows, dtype=np.float32)
-
-    def close(self) -> None:
-        pass
 
 
 def corpus(tmp_path: Path) -> Path:
@@ -135,21 +111,6 @@ def long_corpus(tmp_path: Path, sections: int = 10) -> Path:
     text = "".join(f"## Bay {n}\n\nBay {n} has its own tide table.\n\n" for n in range(sections))
     (folder / "bays.md").write_text(f"# Bays\n\n{text}")
     return folder
-
-
-class Failing(Counting):
-    """Embeds `batches` batches, then its endpoint goes down."""
-
-    def __init__(self, batches: int) -> None:
-        super().__init__()
-        self.batches = batches
-
-    def embed(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
-        if not query:
-            if self.batches == 0:
-                raise EngineFailed("Anvil could not reach the embeddings endpoint; ask again in a moment.")
-            self.batches -= 1
-        return super().embed(texts, query=query)
 
 
 def test_an_embedding_stopped_half_way_resumes_where_it_stopped(tmp_path: Path) -> None:
