@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from app import cli_arguments as arguments
@@ -63,14 +67,20 @@ def index(args: argparse.Namespace, settings: Settings) -> int:
 
     started = time.monotonic()
     embedder = None
+    stopped_by: list[int] = []
     try:
-        embedder = open_embedder(settings, settings)
-        built = build(
-            args.sources, args.output, IndexProgress(sys.stderr), embedder=embedder, previous=args.reuse
-        )
+        with _stopped_by_sigterm(stopped_by):
+            embedder = open_embedder(settings, settings)
+            built = build(
+                args.sources, args.output, IndexProgress(sys.stderr), embedder=embedder, previous=args.reuse
+            )
     except (OSError, ValueError, AnvilError) as error:
         say(f"anvil: cannot index: {error}")
         return 1
+    except KeyboardInterrupt:
+        kept = "" if embedder is None else "; the passages embedded so far are kept for the next build to it"
+        say(f"anvil: stopped before {args.output} was written{kept}")
+        return 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
     finally:
         if embedder is not None:
             embedder.close()
@@ -85,3 +95,22 @@ def index(args: argparse.Namespace, settings: Settings) -> int:
         f"version {built.version}, {built.bytes / 1e6:.1f} MB, {time.monotonic() - started:.1f} s"
     )
     return 0
+
+
+@contextmanager
+def _stopped_by_sigterm(stopped_by: list[int]) -> Iterator[None]:
+    """SIGTERM (a `docker stop`, a CI job cancelled) stops the build as Ctrl-C does, so that it
+    keeps what it embedded (`resume`); the signal is put in `stopped_by`."""
+
+    def stop(number: int, frame: FrameType | None) -> None:
+        stopped_by.append(number)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread can handle signals
+        return
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

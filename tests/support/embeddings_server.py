@@ -6,7 +6,8 @@
 `POST /v1/embeddings` and `POST /openai/deployments/{deployment}/embeddings?api-version=...`
 (Azure OpenAI): it records every request (path, query, headers, body) and forwards its body to
 the upstream's `/v1/embeddings`, unless a scripted behaviour answers instead (an HTTP error, or
-the upstream's reply with its last vector left out). It runs on a real uvicorn server on a free
+the upstream's reply with its last vector left out) or holds the request until the test lets it
+go on. It runs on a real uvicorn server on a free
 loopback port, in a thread of the test process.
 """
 
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import uvicorn
 from starlette.applications import Starlette
@@ -94,7 +96,20 @@ class Short:
     """The upstream's reply with its last vector left out."""
 
 
-Behaviour = Failure | Short
+@dataclass(frozen=True)
+class Forward:
+    """The upstream's reply, as when nothing is scripted."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """The upstream's reply, once `release` is set; `reached` is set when the request arrives."""
+
+    reached: threading.Event
+    release: threading.Event
+
+
+Behaviour = Failure | Short | Forward | Held
 
 
 @dataclass
@@ -151,6 +166,9 @@ class EmbeddingsStandIn:
                 "error": {"message": behaviour.message, "type": "scripted", "code": str(behaviour.status)}
             }
             return JSONResponse(error, status_code=behaviour.status, headers=behaviour.headers)
+        if isinstance(behaviour, Held):
+            behaviour.reached.set()
+            await anyio.to_thread.run_sync(behaviour.release.wait)
         async with httpx.AsyncClient(timeout=60.0) as client:
             reply = await client.post(
                 f"{self.upstream}/v1/embeddings", content=raw, headers={"Content-Type": "application/json"}
