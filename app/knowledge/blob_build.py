@@ -56,7 +56,10 @@ def build_to_blob(
             _keep(kept, partial_url(url))
             raise
         upload(local, url)
-        delete_if_present(partial_url(url))
+        try:
+            delete_if_present(partial_url(url))
+        except OSError as error:  # the index is up: what is left is only a stale file beside it
+            logger.warning("index: %s is left beside the index: %s", partial_url(url), error)
         return built
 
 

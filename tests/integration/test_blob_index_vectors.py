@@ -12,6 +12,7 @@ import pytest
 from support.azurite import Azurite
 from support.embedders import Counting, Failing
 
+from app.blob_urls import BlobStorageError
 from app.errors import EngineFailed
 from app.knowledge.blob import CONNECTION_STRING, blob_version, download_if_present
 from app.knowledge.blob_build import partial_url
@@ -75,3 +76,21 @@ def test_a_build_into_a_blob_that_fails_half_way_is_resumed_by_the_next(
     build([Source(bays(tmp_path))], tmp_path / "whole.anvilidx", embedder=whole)
     assert index.vectors is not None
     assert np.array_equal(index.vectors, KnowledgeIndex.open(tmp_path / "whole.anvilidx").vectors)
+
+
+def test_a_partial_that_cannot_be_deleted_leaves_the_index_uploaded(
+    emulator: Azurite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = emulator.url("indexes", f"{uuid.uuid4().hex}/docs.anvilidx")
+    with pytest.raises(EngineFailed):
+        build([Source(bays(tmp_path))], url, embedder=Failing(batches=1))
+
+    def refused(at: str) -> bool:
+        raise BlobStorageError(f"cannot use {at}: this identity may not delete blobs")
+
+    monkeypatch.setattr("app.knowledge.blob_build.delete_if_present", refused)
+    built = build([Source(bays(tmp_path))], url, embedder=Counting())
+
+    assert built.embedded == SECTIONS - 2 and blob_version(url) is not None
+    assert blob_version(partial_url(url)) is not None
+    assert "is left beside the index: cannot use" in caplog.text
