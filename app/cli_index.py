@@ -78,7 +78,7 @@ def index(args: argparse.Namespace, settings: Settings) -> int:
         say(f"anvil: cannot index: {error}")
         return 1
     except KeyboardInterrupt:
-        kept = "" if embedder is None else "; the passages embedded so far are kept for the next build to it"
+        kept = "" if embedder is None else "; any passages embedded so far are kept for the next build to it"
         say(f"anvil: stopped before {args.output} was written{kept}")
         return 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
     finally:

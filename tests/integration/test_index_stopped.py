@@ -59,7 +59,7 @@ def test_an_index_stopped_by_sigterm_keeps_its_vectors_for_the_next_build(tmp_pa
 
         assert process.returncode == 128 + signal.SIGTERM, said
         assert said.splitlines()[-1] == (
-            f"anvil: stopped before {target} was written; the passages embedded so far are kept "
+            f"anvil: stopped before {target} was written; any passages embedded so far are kept "
             "for the next build to it"
         )
         assert not target.exists() and (target.parent / "docs.partial").is_file()
