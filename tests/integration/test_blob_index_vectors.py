@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.azurite import Azurite
+from support.corpus_files import bays_corpus
 from support.embedders import Counting, Failing
 
 from app.blob_urls import BlobStorageError
@@ -28,15 +29,6 @@ def emulator(azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> Azurite:
     return azurite
 
 
-def bays(tmp_path: Path, tides: str = "its own tide table") -> Path:
-    folder = tmp_path / "bays"
-    folder.mkdir(exist_ok=True)
-    said = [tides, *["its own tide table"] * (SECTIONS - 1)]
-    text = "".join(f"## Bay {n}\n\nBay {n} has {what}.\n\n" for n, what in enumerate(said))
-    (folder / "bays.md").write_text(f"# Bays\n\n{text}")
-    return folder
-
-
 def served(url: str, tmp_path: Path) -> KnowledgeIndex:
     copy = tmp_path / f"{uuid.uuid4().hex}.anvilidx"
     assert download_if_present(url, copy)
@@ -46,11 +38,11 @@ def served(url: str, tmp_path: Path) -> KnowledgeIndex:
 def test_a_rebuild_into_a_blob_embeds_only_what_changed(emulator: Azurite, tmp_path: Path) -> None:
     url = emulator.url("indexes", f"{uuid.uuid4().hex}/docs.anvilidx")
     first = Counting()
-    built = build([Source(bays(tmp_path))], url, embedder=first)
+    built = build([Source(bays_corpus(tmp_path))], url, embedder=first)
     assert built.embedded == len(first.passages) == SECTIONS
 
     again = Counting()
-    rebuilt = build([Source(bays(tmp_path, tides="two tide tables"))], url, embedder=again)
+    rebuilt = build([Source(bays_corpus(tmp_path, first="two tide tables"))], url, embedder=again)
 
     assert rebuilt.embedded == 1 and again.passages == ["Bays > Bay 0\n\nBay 0 has two tide tables."]
     index = served(url, tmp_path)
@@ -62,18 +54,18 @@ def test_a_build_into_a_blob_that_fails_half_way_is_resumed_by_the_next(
 ) -> None:
     url = emulator.url("indexes", f"{uuid.uuid4().hex}/docs.anvilidx")
     with pytest.raises(EngineFailed):
-        build([Source(bays(tmp_path))], url, embedder=Failing(batches=2))
+        build([Source(bays_corpus(tmp_path))], url, embedder=Failing(batches=2))
     assert blob_version(url) is None
     assert partial_url(url).endswith("/docs.partial") and blob_version(partial_url(url)) is not None
 
     again = Counting()
-    built = build([Source(bays(tmp_path))], url, embedder=again)
+    built = build([Source(bays_corpus(tmp_path))], url, embedder=again)
 
     assert built.embedded == len(again.passages) == SECTIONS - 4
     assert blob_version(partial_url(url)) is None
     index = served(url, tmp_path)
     whole = Counting()
-    build([Source(bays(tmp_path))], tmp_path / "whole.anvilidx", embedder=whole)
+    build([Source(bays_corpus(tmp_path))], tmp_path / "whole.anvilidx", embedder=whole)
     assert index.vectors is not None
     assert np.array_equal(index.vectors, KnowledgeIndex.open(tmp_path / "whole.anvilidx").vectors)
 
@@ -83,13 +75,13 @@ def test_a_partial_that_cannot_be_deleted_leaves_the_index_uploaded(
 ) -> None:
     url = emulator.url("indexes", f"{uuid.uuid4().hex}/docs.anvilidx")
     with pytest.raises(EngineFailed):
-        build([Source(bays(tmp_path))], url, embedder=Failing(batches=1))
+        build([Source(bays_corpus(tmp_path))], url, embedder=Failing(batches=1))
 
     def refused(at: str) -> bool:
         raise BlobStorageError(f"cannot use {at}: this identity may not delete blobs")
 
     monkeypatch.setattr("app.knowledge.blob_build.delete_if_present", refused)
-    built = build([Source(bays(tmp_path))], url, embedder=Counting())
+    built = build([Source(bays_corpus(tmp_path))], url, embedder=Counting())
 
     assert built.embedded == SECTIONS - 2 and blob_version(url) is not None
     assert blob_version(partial_url(url)) is not None

