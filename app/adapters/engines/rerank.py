@@ -8,12 +8,12 @@ text and its heading match on their own. `rerank` scores the candidates (the bes
 best 15 by words and the best 15 by meaning) with a linear model over twelve such features.
 
 The weights were fitted by `bench/rerank_fit.py` on the single questions of the three public
-question sets of `bench/eval.py` (listwise, with an L2 penalty, each match feature kept to its
-sign), never on Anvil's own docs, which change with every commit. Fitted on two sets and scored
-on the third, for each in turn, the first page was right more often than by the fused score
-alone on every set left out (the 18F handbook 20 to 23 of 30, Redux 24 to 25 of 30, Starlette
-24 to 26 of 28), and among the first three as often or more; with the weights fitted on all
-three, Anvil's docs went from 13 to 14 of 20. `WEIGHTS` are the ones fitted on all three.
+question sets of `bench/eval.py` (listwise, with an L2 penalty of 0.05, each match feature kept to
+its sign), never on Anvil's own docs, which change with every commit. Fitted on two sets and
+scored on the third, for each in turn, the first page was right more often than by the fused score
+alone on every set left out (the 18F handbook 20 to 23 of 30, Redux 24 to 27 of 30, Starlette 24
+to 26 of 28), and among the first three as often or more; with the weights fitted on all three,
+Anvil's docs found 13 of 20, as the fused score does. `WEIGHTS` are the ones fitted on all three.
 
 The order changes; the scores keep their scale: the k-th passage reordered gets the k-th best
 fused score, so what reads scores (the see-also floor, the lift of a follow-up's page) reads
@@ -36,18 +36,18 @@ FUSED_CANDIDATES = 20
 RANKING_CANDIDATES = 15
 #: The fitted weight of each feature (per unit of the feature, as computed in `features`).
 WEIGHTS = {
-    "log_lexical_rank": 0.000 / 1.6110,
-    "log_vector_rank": -0.628 / 1.5632,
-    "heading": 0.104 / 0.3246,
-    "body": 0.521 / 0.2671,
-    "file_words": 1.035 / 0.3047,
-    "opens_file": 0.652 / 0.2437,
-    "depth": -0.368 / 0.9491,
-    "log_file_passages": -0.850 / 0.8267,
-    "file_similarity": 0.921 / 0.2676,
-    "file_lexical": 0.751 / 0.3280,
-    "file_among_best": 0.444 / 3.2823,
-    "similarity_gap": 0.601 / 0.0214,
+    "log_lexical_rank": -0.177 / 1.6110,
+    "log_vector_rank": -0.567 / 1.5632,
+    "heading": 0.085 / 0.3246,
+    "body": 0.436 / 0.2671,
+    "file_words": 0.727 / 0.3047,
+    "opens_file": 0.545 / 0.2437,
+    "depth": -0.351 / 0.9491,
+    "log_file_passages": -0.574 / 0.8267,
+    "file_similarity": 0.610 / 0.2676,
+    "file_lexical": 0.570 / 0.3280,
+    "file_among_best": 0.333 / 3.2823,
+    "similarity_gap": 0.460 / 0.0214,
 }
 _COEFFICIENTS = np.array(list(WEIGHTS.values()), dtype=np.float64)
 
