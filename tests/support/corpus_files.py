@@ -22,7 +22,11 @@ def make_corpus(tmp_path: Path) -> Path:
     return folder
 
 
-def bays_corpus(tmp_path: Path, sections: int = 10, first: str = "its own tide table") -> Path:
+#: How many sections (and passages) `bays_corpus` writes unless told.
+BAYS = 10
+
+
+def bays_corpus(tmp_path: Path, sections: int = BAYS, first: str = "its own tide table") -> Path:
     """A corpus of one page of `sections` sections, a passage each ("Bay N has its own tide
     table", bay 0 what `first` says); written again over the same folder when called again."""
     folder = tmp_path / "bays"
