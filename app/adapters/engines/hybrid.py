@@ -27,8 +27,11 @@ constant tuned on one set:
   more related than unrelated questions do, by twice their spread;
 - whether the question names something (a capitalised or camel-case word: a product, a place,
   an API) that the corpus never mentions, or that only a few of its documents mention in
-  passing and none of the passages found does: a question about a neighbouring product shares
-  most of its words with the corpus, but not its name.
+  passing and none of the pages found does (the first three the best passages are from): a
+  question about a neighbouring product shares most of its words with the corpus, but not its
+  name. Pages, not passages: a page's passages often come two or three together among the best.
+  The best passages for "I left my ID badge at home" (in the 18F handbook) come from two pages
+  that never say "ID"; the third page found, an office's, calls the card a "GSA ID badge".
 
 Without vectors, a question is refused when the lexical rule does not cover it or when it names
 something the corpus lacks. The same rule holds one-shot and inside a conversation; a follow-up
@@ -78,7 +81,7 @@ UNRELATED_QUANTILE = 0.9
 UNCOVERED_SPREADS = 2.0
 #: A name that appears in at most this share of the documents is particular to them.
 RARE_NAME_SHARE = 0.1
-#: How many of the best passages must be silent about a name for it to count as missing.
+#: How many of the pages found first must be silent about a name for it to count as missing.
 NAME_DEPTH = 3
 
 #: Capitalised in English without naming anything a corpus could lack.
@@ -235,9 +238,11 @@ def names(question: str) -> list[str]:
 
 def missing_names(question: str, index: KnowledgeIndex, ranked: Sequence[int]) -> list[str]:
     """The names of `question` the corpus lacks: in no document at all, or in only a few of them
-    (`RARE_NAME_SHARE`) and in none of the `NAME_DEPTH` best passages."""
+    (`RARE_NAME_SHARE`) and in none of the first `NAME_DEPTH` pages the `ranked` passages are
+    from."""
     missing: list[str] = []
     documents = max(index.document_count, 1)
+    pages = list(dict.fromkeys(index.passage_document[list(ranked)].tolist()))[:NAME_DEPTH]
     for name in names(question):
         terms = tokenize(name)
         if not terms:
@@ -247,6 +252,6 @@ def missing_names(question: str, index: KnowledgeIndex, ranked: Sequence[int]) -
             missing.append(name)
             continue
         share = len(index.whole.holders(number)) / documents
-        if share <= RARE_NAME_SHARE and not any(index.holders.holds(number, n) for n in ranked[:NAME_DEPTH]):
+        if share <= RARE_NAME_SHARE and not any(index.whole.holds(number, page) for page in pages):
             missing.append(name)
     return missing

@@ -117,6 +117,23 @@ def test_a_name_the_corpus_never_mentions_is_missing(engine: RetrievalEngine) ->
     assert missing_names("How do I install Tern?", engine.index, ()) == []
 
 
+def test_a_rare_name_is_missing_unless_one_of_the_first_three_pages_found_mentions_it() -> None:
+    # Twenty pages of two passages each; only page 7 names Wibble, and not in its first passage.
+    passages = []
+    for page in range(20):
+        passages.append(CorpusPassage(f"p{page}.md", f"P{page}", f"opening words of page {page}"))
+        later = "later words, with Wibble" if page == 7 else "later words"
+        passages.append(CorpusPassage(f"p{page}.md", f"P{page} > More", later))
+    index = KnowledgeIndex.from_passages(passages)
+    question = "Does Wibble work here?"
+    # Found first: page 7's opening passage, which does not say Wibble; its page does.
+    assert missing_names(question, index, (14, 0, 2)) == []
+    # Three passages of pages 0 and 1, then page 2: the first three pages never say it.
+    assert missing_names(question, index, (0, 1, 2, 4, 14)) == ["Wibble"]
+    # The first three pages are 0, 1 and 7: two passages of page 0 do not use up the depth.
+    assert missing_names(question, index, (0, 1, 2, 15)) == []
+
+
 # --- The engine over the corpus ----------------------------------------------------------------
 
 
