@@ -10,9 +10,9 @@ candidates gives the passages of the right file), with an L2 penalty, each match
 its sign (more alike, more words, nearer the top: never worse). Then, for each set in turn,
 fitted on the others and scored on it: how often the first file, and the right one among the
 first three, are right with the fused score alone and with the weights. Last, the weights fitted
-on every set, as `WEIGHTS` is written; with the default `--sets`, Anvil's own docs (with
-`bench/questions/anvil.json`) are scored with those weights first, never fitted on: they change
-with every commit, and the weights served should not.
+on every set, as `WEIGHTS` is written; with the default `--sets`, the sets of `NEVER_FITTED`
+(Anvil's own docs, and undici's once `bench/eval_sets.sh` has fetched them) are scored with those
+weights first.
 """
 
 from __future__ import annotations
@@ -47,6 +47,10 @@ SIGNS = {
     "similarity_gap": 1,
 }
 SETS = ROOT.parent / "shared" / "eval"
+#: Checked with the weights fitted on every set of `SETS`, never fitted on, with the questions of
+#: `bench/questions/NAME.json`: Anvil's own docs, which change with every commit (the weights
+#: served should not), and undici's (fetched by `bench/eval_sets.sh`), written blind to the ranking.
+NEVER_FITTED = {"anvil": ROOT / "docs", "undici": ROOT / ".anvil" / "eval-sets" / "undici-docs"}
 STEPS = 3000
 #: The L2 penalty. Of 0.003 to 1, 0.05 to 0.3 found the most first pages on the public sets left
 #: out (76 or 77 of 88, 74 at 0.01);
@@ -143,10 +147,13 @@ def main() -> int:
         print(row(held, groups, weights / spread))
     weights, spread = fit([g for gs in data.values() for g in gs], args.penalty)
     if args.sets == SETS:
-        # Anvil's own docs change with every commit: checked with the weights, never fitted on.
-        questions = json.loads((ROOT / "bench" / "questions" / "anvil.json").read_text())
-        checked = groups_of(ROOT / "docs", questions, embedder, args.cache)
-        print(row("anvil (never fitted)", checked, weights / spread))
+        for name, corpus in NEVER_FITTED.items():
+            if not corpus.is_dir():
+                print(f"| {name} (never fitted) | fetch it first: bench/eval_sets.sh |")
+                continue
+            questions = json.loads((ROOT / "bench" / "questions" / f"{name}.json").read_text())
+            checked = groups_of(corpus, questions, embedder, args.cache)
+            print(row(f"{name} (never fitted)", checked, weights / spread))
     print("WEIGHTS = {")
     for name, weight, unit in zip(WEIGHTS, weights, spread, strict=True):
         print(f'    "{name}": {weight:.3f} / {unit:.4f},')

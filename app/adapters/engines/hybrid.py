@@ -27,14 +27,17 @@ constant tuned on one set:
   more related than unrelated questions do, by twice their spread;
 - whether the question names something (a capitalised or camel-case word: a product, a place,
   an API) that the corpus never mentions, or that only a few of its documents mention in
-  passing and none of the pages found does (the first three the best passages are from): a
-  question about a neighbouring product shares most of its words with the corpus, but not its
-  name. Pages, not passages: a page's passages often come two or three together among the best.
-  The best passages for "I left my ID badge at home" (in the 18F handbook) come from two pages
-  that never say "ID"; the third page found, an office's, calls the card a "GSA ID badge".
+  passing and none of the pages found does: a question about a neighbouring product shares
+  most of its words with the corpus, but not its name ("Zustand" in one page of Redux's docs,
+  a history of it). Pages, not passages: the page on Unix sockets is found for "requests to the
+  Docker daemon through docker.sock", but not its passage that names Docker. An initialism
+  ("CI", "ID") is missing only when no document has it: it often stands for words the pages
+  spell out or do not need ("our CI sets HTTPS_PROXY" is a question about proxies).
 
 Without vectors, a question is refused when the lexical rule does not cover it or when it names
-something the corpus lacks. The same rule holds one-shot and inside a conversation; a follow-up
+something the corpus lacks, initialisms included: with no similarity to weigh, a name is the only
+sign of a question about something else ("maternity pay in the UK", asked of a handbook that
+names the UK twice, in passing). The same rule holds one-shot and inside a conversation; a follow-up
 is judged with the question it follows (it is as related as that question, or as their pair),
 since "can I add more than one?" says little alone. A question that does not lean on the one
 before is judged alone.
@@ -81,8 +84,6 @@ UNRELATED_QUANTILE = 0.9
 UNCOVERED_SPREADS = 2.0
 #: A name that appears in at most this share of the documents is particular to them.
 RARE_NAME_SHARE = 0.1
-#: How many of the pages found first must be silent about a name for it to count as missing.
-NAME_DEPTH = 3
 
 #: Capitalised in English without naming anything a corpus could lack.
 _CALENDAR = frozenset(
@@ -204,7 +205,7 @@ def refuse(signals: Signals, covered: bool, index: KnowledgeIndex, question: str
     """Whether to answer that nothing was found (see the module). `covered` is the lexical rule's
     verdict."""
     if signals.similarity is None:
-        return not covered or bool(missing_names(question, index, signals.ranked))
+        return not covered or bool(missing_names(question, index, signals.ranked, initialisms=True))
     median, high = unrelated_quantile(index, 0.5), unrelated_quantile(index, UNRELATED_QUANTILE)
     if median is None or high is None:
         return not covered
@@ -236,13 +237,15 @@ def names(question: str) -> list[str]:
     return found
 
 
-def missing_names(question: str, index: KnowledgeIndex, ranked: Sequence[int]) -> list[str]:
+def missing_names(
+    question: str, index: KnowledgeIndex, ranked: Sequence[int], *, initialisms: bool = False
+) -> list[str]:
     """The names of `question` the corpus lacks: in no document at all, or in only a few of them
-    (`RARE_NAME_SHARE`) and in none of the first `NAME_DEPTH` pages the `ranked` passages are
-    from."""
+    (`RARE_NAME_SHARE`) and in none of the pages the `ranked` passages are from. An initialism
+    counts only in the first way, unless `initialisms` (see the module)."""
     missing: list[str] = []
     documents = max(index.document_count, 1)
-    pages = list(dict.fromkeys(index.passage_document[list(ranked)].tolist()))[:NAME_DEPTH]
+    pages = set(index.passage_document[list(ranked)].tolist())
     for name in names(question):
         terms = tokenize(name)
         if not terms:
@@ -250,6 +253,8 @@ def missing_names(question: str, index: KnowledgeIndex, ranked: Sequence[int]) -
         number = index.term(terms[0])
         if number is None:
             missing.append(name)
+            continue
+        if name.isupper() and not initialisms:
             continue
         share = len(index.whole.holders(number)) / documents
         if share <= RARE_NAME_SHARE and not any(index.whole.holds(number, page) for page in pages):

@@ -11,7 +11,16 @@ import pytest
 
 from app.adapters.embeddings.local import LocalEmbedder
 from app.adapters.engines.follow_ups import cited_page
-from app.adapters.engines.hybrid import fuse, lift, missing_names, names, rank_fuse, unrelated_quantile
+from app.adapters.engines.hybrid import (
+    Signals,
+    fuse,
+    lift,
+    missing_names,
+    names,
+    rank_fuse,
+    refuse,
+    unrelated_quantile,
+)
 from app.adapters.engines.retrieval import NO_MATCH_ANSWER, RetrievalEngine
 from app.errors import EngineFailed
 from app.knowledge.corpus import CorpusPassage
@@ -117,21 +126,26 @@ def test_a_name_the_corpus_never_mentions_is_missing(engine: RetrievalEngine) ->
     assert missing_names("How do I install Tern?", engine.index, ()) == []
 
 
-def test_a_rare_name_is_missing_unless_one_of_the_first_three_pages_found_mentions_it() -> None:
-    # Twenty pages of two passages each; only page 7 names Wibble, and not in its first passage.
+def test_a_rare_name_is_missing_unless_a_page_found_mentions_it_and_an_initialism_only_if_absent() -> None:
+    # Twenty pages of two passages each; only page 7 names Wibble and QX, in its second passage.
     passages = []
     for page in range(20):
         passages.append(CorpusPassage(f"p{page}.md", f"P{page}", f"opening words of page {page}"))
-        later = "later words, with Wibble" if page == 7 else "later words"
+        later = "later words, with Wibble and QX" if page == 7 else "later words"
         passages.append(CorpusPassage(f"p{page}.md", f"P{page} > More", later))
     index = KnowledgeIndex.from_passages(passages)
-    question = "Does Wibble work here?"
-    # Found first: page 7's opening passage, which does not say Wibble; its page does.
-    assert missing_names(question, index, (14, 0, 2)) == []
-    # Three passages of pages 0 and 1, then page 2: the first three pages never say it.
-    assert missing_names(question, index, (0, 1, 2, 4, 14)) == ["Wibble"]
-    # The first three pages are 0, 1 and 7: two passages of page 0 do not use up the depth.
-    assert missing_names(question, index, (0, 1, 2, 15)) == []
+    # Found: page 7's opening passage, which does not say Wibble; its page does.
+    assert missing_names("Does Wibble work here?", index, (0, 2, 14)) == []
+    # The pages found (0 to 4) never say it.
+    assert missing_names("Does Wibble work here?", index, (0, 1, 2, 4, 6, 8)) == ["Wibble"]
+    # An initialism the corpus has is not missing, wherever it is, unless initialisms count
+    # (without vectors); one the corpus lacks is missing either way.
+    assert missing_names("Does QX work here?", index, (0, 2)) == []
+    assert missing_names("Does QX work here?", index, (0, 2), initialisms=True) == ["QX"]
+    assert missing_names("Does QX work with ZZ?", index, (0, 2)) == ["ZZ"]
+    # Ranked by words alone, the refusal counts initialisms.
+    assert refuse(Signals(ranked=(0, 2)), True, index, "Does QX work here?")
+    assert not refuse(Signals(ranked=(0, 14)), True, index, "Does QX work here?")
 
 
 # --- The engine over the corpus ----------------------------------------------------------------
