@@ -9,7 +9,8 @@ time). The weights are fitted listwise (the log of the probability a softmax ove
 candidates gives the passages of the right file), with an L2 penalty, each match feature kept to
 its sign (more alike, more words, nearer the top: never worse). Then, for each set in turn,
 fitted on the others and scored on it: how often the first file, and the right one among the
-first three, are right with the fused score alone and with the weights. Last, the weights fitted
+first three, are right with the fused score alone and with the weights (the fused ranking's first
+two pages kept among the first three, as `rerank` serves them). Last, the weights fitted
 on every set, as `WEIGHTS` is written; with the default `--sets`, the sets of `NEVER_FITTED`
 (Anvil's own docs, and undici's once `bench/eval_sets.sh` has fetched them) are scored with those
 weights first.
@@ -30,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.adapters.embeddings.local import LocalEmbedder  # noqa: E402
 from app.adapters.engines.hybrid import fuse, lexical_scores  # noqa: E402
-from app.adapters.engines.rerank import WEIGHTS, candidates_of, features  # noqa: E402
+from app.adapters.engines.rerank import WEIGHTS, candidates_of, features, keep_fused_pages  # noqa: E402
 from app.adapters.engines.retrieval import RetrievalEngine  # noqa: E402
 from app.knowledge.tokens import tokenize, words  # noqa: E402
 
@@ -105,7 +106,8 @@ def hits(groups: list[Group], score: Any) -> tuple[int, int]:
     """How often the first file is right, and the right one among the first three files."""
     first = three = 0
     for f, right, files, fused in groups:
-        order = np.argsort(-score(f, fused), kind="stable")
+        pages = np.array([files.index(file) for file in files])
+        order = keep_fused_pages(np.argsort(-score(f, fused), kind="stable"), fused, pages)
         ranked = list(dict.fromkeys(files[i] for i in order))
         want = next((files[i] for i in range(len(files)) if right[i]), None)
         first += ranked[0] == want

@@ -7,7 +7,14 @@ from __future__ import annotations
 import numpy as np
 
 from app.adapters.engines.hybrid import fuse, lexical_scores
-from app.adapters.engines.rerank import FUSED_CANDIDATES, RANKING_CANDIDATES, features, ranks_of, rerank
+from app.adapters.engines.rerank import (
+    FUSED_CANDIDATES,
+    RANKING_CANDIDATES,
+    features,
+    keep_fused_pages,
+    ranks_of,
+    rerank,
+)
 from app.knowledge.corpus import CorpusPassage
 from app.knowledge.index import KnowledgeIndex
 from app.knowledge.lexical import top
@@ -48,6 +55,30 @@ def test_the_candidates_are_reordered_and_keep_the_fused_scores_scale() -> None:
     kept = sorted(candidates)
     assert np.allclose(np.sort(reordered[kept]), np.sort(fused[kept]))
     assert len(candidates) < index.passage_count  # the rest score nothing
+    # The fused ranking's first two pages are among the first three reordered.
+    pages = [index.passage(n).source for n in top(fused, 40)]
+    first = list(dict.fromkeys(index.passage(n).source for n in top(reordered, 40)))[:3]
+    assert set(list(dict.fromkeys(pages))[:2]) <= set(first)
+
+
+def test_the_fused_rankings_first_two_pages_stay_among_the_first_three_reordered() -> None:
+    # Passages 0 to 6 of pages 0, 0, 1, 2, 3, 4, 4; the fused ranking likes pages 4 and 3 best.
+    documents = np.array([0, 0, 1, 2, 3, 4, 4])
+    fused = np.array([0.1, 0.2, 0.3, 0.4, 0.8, 0.6, 0.9])
+    in_order = np.arange(7)
+    # Both left out: each moves up by its first passage in the order, before page 1, best first.
+    assert keep_fused_pages(in_order, fused, documents).tolist() == [0, 1, 5, 4, 2, 3, 6]
+    # One left out: it takes the third page's place.
+    order = np.array([4, 0, 1, 2, 6, 3, 5])
+    assert keep_fused_pages(order, fused, documents).tolist() == [4, 0, 1, 6, 2, 3, 5]
+    # Page 3 third and page 4 fourth: moving page 4 up alone would push page 3 out, so both move.
+    order = np.array([0, 2, 4, 6, 1, 3, 5])
+    assert keep_fused_pages(order, fused, documents).tolist() == [0, 6, 4, 2, 1, 3, 5]
+    # Both among the first three pages already: the order stands.
+    order = np.array([0, 6, 1, 4, 2, 3, 5])
+    assert keep_fused_pages(order, fused, documents).tolist() == order.tolist()
+    # Fewer than three pages: nothing can be left out.
+    assert keep_fused_pages(np.array([1, 0]), fused, documents).tolist() == [1, 0]
 
 
 def test_features_say_which_passage_opens_its_file_and_how_deep_its_heading_is() -> None:
