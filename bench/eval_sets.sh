@@ -1,29 +1,40 @@
 #!/usr/bin/env bash
 # Fetches the documentation sets bench/eval.py scores besides the shared ones and Anvil's own docs,
-# into DIR (default .anvil/eval-sets): undici's docs (an HTTP client for Node.js, MIT licence) as
-# the pinned release on the npm registry ships them, for bench/questions/undici.json. A set
-# already there at its pinned release is kept.
+# into DIR (default .anvil/eval-sets), each as the pinned release on the npm registry ships it, for
+# the question set of the same name in bench/questions/:
+#
+# - undici-docs: undici's docs (an HTTP client for Node.js, MIT licence), its docs/docs;
+# - npm-docs: the npm command line's docs (Artistic License 2.0), its docs/content.
+#
+# A set already there at its pinned release is kept.
 #
 #     bench/eval_sets.sh [DIR] && .venv/bin/python bench/eval.py \
 #         --corpus .anvil/eval-sets/undici-docs --questions bench/questions/undici.json
 set -euo pipefail
 cd "$(dirname "$0")/.."
-UNDICI=8.12.4
 sets=${1:-.anvil/eval-sets}
-target=$sets/undici-docs
-stamp=$sets/undici.version
-if [ -d "$target" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$UNDICI" ]; then
-  exit 0
-fi
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
-(cd "$scratch" && npm pack --silent "undici@$UNDICI" >/dev/null && tar xzf "undici-$UNDICI.tgz")
-if [ ! -d "$scratch/package/docs/docs" ]; then
-  echo "eval_sets: undici $UNDICI holds no docs/docs folder" >&2
-  exit 1
-fi
-rm -rf "$target"
-mkdir -p "$target"
-cp -R "$scratch/package/docs/docs/." "$target/"
-echo "$UNDICI" >"$stamp"
-echo "undici $UNDICI docs: $(find "$target" -name '*.md' | wc -l) pages in $target"
+
+# fetch NAME VERSION FOLDER: NAME@VERSION's FOLDER into $sets/NAME-docs.
+fetch() {
+  local name=$1 version=$2 folder=$3
+  local target=$sets/$name-docs stamp=$sets/$name.version scratch
+  if [ -d "$target" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$version" ]; then
+    return 0
+  fi
+  scratch=$(mktemp -d)
+  (cd "$scratch" && npm pack --silent "$name@$version" >/dev/null && tar xzf "$name-$version.tgz")
+  if [ ! -d "$scratch/package/$folder" ]; then
+    rm -rf "$scratch"
+    echo "eval_sets: $name $version holds no $folder folder" >&2
+    return 1
+  fi
+  rm -rf "$target"
+  mkdir -p "$target"
+  cp -R "$scratch/package/$folder/." "$target/"
+  rm -rf "$scratch"
+  echo "$version" >"$stamp"
+  echo "$name $version docs: $(find "$target" -name '*.md' | wc -l) pages in $target"
+}
+
+fetch undici 8.12.4 docs/docs
+fetch npm 12.2.2 docs/content

@@ -10,10 +10,10 @@ candidates gives the passages of the right file), with an L2 penalty, each match
 its sign (more alike, more words, nearer the top: never worse). Then, for each set in turn,
 fitted on the others and scored on it: how often the first file, and the right one among the
 first three, are right with the fused score alone and with the weights (the fused ranking's first
-two pages kept among the first three, as `rerank` serves them). Last, the weights fitted
-on every set, as `WEIGHTS` is written; with the default `--sets`, the sets of `NEVER_FITTED`
-(Anvil's own docs, and undici's once `bench/eval_sets.sh` has fetched them) are scored with those
-weights first.
+two pages kept among the first three, as `rerank` serves them). Last, the weights fitted on
+every set, as `WEIGHTS` is written; with the default `--sets`, the sets of `NEVER_FITTED` (Anvil's
+own docs, and undici's and npm's once `bench/eval_sets.sh` has fetched them) are scored with
+those weights first.
 """
 
 from __future__ import annotations
@@ -50,8 +50,12 @@ SIGNS = {
 SETS = ROOT.parent / "shared" / "eval"
 #: Checked with the weights fitted on every set of `SETS`, never fitted on, with the questions of
 #: `bench/questions/NAME.json`: Anvil's own docs, which change with every commit (the weights
-#: served should not), and undici's (fetched by `bench/eval_sets.sh`), written blind to the ranking.
-NEVER_FITTED = {"anvil": ROOT / "docs", "undici": ROOT / ".anvil" / "eval-sets" / "undici-docs"}
+#: served should not), and undici's and npm's (fetched by `bench/eval_sets.sh`), whose questions
+#: were written blind to the ranking.
+NEVER_FITTED = {
+    "anvil": ROOT / "docs",
+    **{name: ROOT / ".anvil" / "eval-sets" / f"{name}-docs" for name in ("undici", "npm")},
+}
 STEPS = 3000
 #: The L2 penalty. Of 0.003 to 1, 0.05 to 0.3 found the most first pages on the public sets left
 #: out (76 or 77 of 88, 74 at 0.01);

@@ -1,5 +1,5 @@
-"""`bench/eval_sets.sh`, which fetches undici's docs for `bench/questions/undici.json`, run against
-an `npm` stand-in that packs a made-up release: what lands where, that a set already fetched at
+"""`bench/eval_sets.sh`, which fetches undici's and npm's docs for `bench/questions/`, run against
+an `npm` stand-in that packs made-up releases: what lands where, that a set already fetched at
 its pinned release is kept, and that a release without docs is refused."""
 
 from __future__ import annotations
@@ -11,25 +11,33 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "eval_sets.sh"
-PINNED = re.search(r"^UNDICI=(\S+)$", SCRIPT.read_text(encoding="utf-8"), re.M)
+#: Each set's package, pinned release and docs folder, as the script fetches them.
+PINNED = dict(
+    (name, (version, folder))
+    for name, version, folder in re.findall(
+        r"^fetch (\S+) (\S+) (\S+)$", SCRIPT.read_text(encoding="utf-8"), re.M
+    )
+)
 
-# Packs `undici-VERSION.tgz` as `npm pack` does, with docs/docs unless NO_DOCS is set, and notes
-# each call.
+# Packs `NAME-VERSION.tgz` as `npm pack` does, with two pages in the folder `FOLDERS` names for
+# NAME (none when NO_DOCS is set), and notes each call.
 FAKE_NPM = """#!/usr/bin/env bash
 set -euo pipefail
 echo "$*" >>"$NPM_CALLS"
 spec=${@: -1}
-version=${spec#undici@}
-mkdir -p package/docs/docs/api
+name=${spec%@*}
+version=${spec#*@}
+folder=$(sed -n "s/^$name //p" "$FOLDERS")
 if [ -z "${NO_DOCS:-}" ]; then
-  printf '# Agent\\n\\nAn agent.\\n' >package/docs/docs/api/Agent.md
-  printf '# undici\\n' >package/docs/docs/index.md
+  mkdir -p "package/$folder/guide"
+  printf '# Guide\\n\\nA guide.\\n' >"package/$folder/guide/start.md"
+  printf '# %s\\n' "$name" >"package/$folder/index.md"
 else
-  rm -rf package/docs/docs
+  mkdir -p package
 fi
-tar czf "undici-$version.tgz" package
+tar czf "$name-$version.tgz" package
 rm -rf package
-echo "undici-$version.tgz"
+echo "$name-$version.tgz"
 """
 
 
@@ -39,10 +47,15 @@ def run(tmp_path: Path, sets: Path, **extra: str) -> subprocess.CompletedProcess
     npm = bin_dir / "npm"
     npm.write_text(FAKE_NPM, encoding="utf-8")
     npm.chmod(0o755)
+    folders = tmp_path / "folders"
+    folders.write_text(
+        "".join(f"{name} {folder}\n" for name, (_, folder) in PINNED.items()), encoding="utf-8"
+    )
     env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         "NPM_CALLS": str(tmp_path / "calls"),
+        "FOLDERS": str(folders),
     }
     return subprocess.run(
         ["bash", str(SCRIPT), str(sets)],
@@ -59,31 +72,36 @@ def calls(tmp_path: Path) -> list[str]:
     return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
 
 
-def test_the_pinned_release_is_fetched_once_and_fetched_again_when_the_pin_moves(tmp_path: Path) -> None:
-    assert PINNED is not None
+def test_each_pinned_release_is_fetched_once_and_fetched_again_when_its_pin_moves(tmp_path: Path) -> None:
+    assert set(PINNED) == {"undici", "npm"}
     sets = tmp_path / "sets"
 
     first = run(tmp_path, sets)
     assert first.returncode == 0, first.stderr
-    docs = sets / "undici-docs"
-    assert sorted(p.relative_to(docs).as_posix() for p in docs.rglob("*.md")) == ["api/Agent.md", "index.md"]
-    assert (sets / "undici.version").read_text(encoding="utf-8").strip() == PINNED.group(1)
-    assert calls(tmp_path) == [f"pack --silent undici@{PINNED.group(1)}"]
-    assert "2 pages" in first.stdout
+    for name, (version, _) in PINNED.items():
+        docs = sets / f"{name}-docs"
+        assert sorted(p.relative_to(docs).as_posix() for p in docs.rglob("*.md")) == [
+            "guide/start.md",
+            "index.md",
+        ]
+        assert (sets / f"{name}.version").read_text(encoding="utf-8").strip() == version
+        assert f"{name} {version} docs: 2 pages" in first.stdout
+    assert sorted(calls(tmp_path)) == sorted(f"pack --silent {name}@{v}" for name, (v, _) in PINNED.items())
 
     again = run(tmp_path, sets)
-    assert again.returncode == 0 and len(calls(tmp_path)) == 1  # kept, not fetched again
+    assert again.returncode == 0 and len(calls(tmp_path)) == 2  # kept, not fetched again
 
     (sets / "undici.version").write_text("0.0.1\n", encoding="utf-8")
-    (docs / "stale.md").write_text("# From an older release\n", encoding="utf-8")
+    (sets / "undici-docs" / "stale.md").write_text("# From an older release\n", encoding="utf-8")
     moved = run(tmp_path, sets)
-    assert moved.returncode == 0 and len(calls(tmp_path)) == 2
-    assert not (docs / "stale.md").exists()
+    assert moved.returncode == 0
+    assert calls(tmp_path)[2:] == [f"pack --silent undici@{PINNED['undici'][0]}"]
+    assert not (sets / "undici-docs" / "stale.md").exists()
 
 
 def test_a_release_without_docs_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
     sets = tmp_path / "sets"
     ran = run(tmp_path, sets, NO_DOCS="1")
     assert ran.returncode == 1
-    assert "holds no docs/docs folder" in ran.stderr
+    assert f"undici {PINNED['undici'][0]} holds no docs/docs folder" in ran.stderr
     assert not (sets / "undici-docs").exists() and not (sets / "undici.version").exists()

@@ -93,7 +93,7 @@ _CALENDAR = frozenset(
         *("september", "october", "november", "december"),
     }
 )
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[.+#-][A-Za-z0-9]+)*")
+_NAME = re.compile(r"(?<![A-Za-z0-9])[A-Za-z][A-Za-z0-9]*(?:[.+#-][A-Za-z0-9]+)*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|[\"“(]\s*)$")
 _INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
 
@@ -224,7 +224,8 @@ def refuse(signals: Signals, covered: bool, index: KnowledgeIndex, question: str
 
 def names(question: str) -> list[str]:
     """The words of `question` that name something: capitalised other than at the start of a
-    sentence (and not "I"), or with a capital inside ("makeAutoObservable")."""
+    sentence (and not "I"), or with a capital inside ("makeAutoObservable"); never part of a word
+    that starts with a digit ("2FA")."""
     found: list[str] = []
     for match in _NAME.finditer(question):
         word = match.group()
