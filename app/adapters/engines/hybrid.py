@@ -28,19 +28,20 @@ constant tuned on one set:
 - whether the question names something (a capitalised or camel-case word: a product, a place,
   an API) that the corpus never mentions, or that only a few of its documents mention in
   passing and none of the pages found does: a question about a neighbouring product shares
-  most of its words with the corpus, but not its name ("Zustand" in one page of Redux's docs,
-  a history of it). Pages, not passages: the page on Unix sockets is found for "requests to the
-  Docker daemon through docker.sock", but not its passage that names Docker. An initialism
-  ("CI", "ID") is missing only when no document has it: it often stands for words the pages
-  spell out or do not need ("our CI sets HTTPS_PROXY" is a question about proxies).
+  most of its words with the corpus, but not its name (Redux's docs name Zustand once, in their
+  history). Pages, not passages: for "requests to the Docker daemon through docker.sock", undici's
+  client page is found, but not its passage that names Docker. An initialism ("CI", "ID") is
+  missing only when no document has it: it often stands for words the pages spell out or do not
+  need ("our CI sets HTTPS_PROXY" is a question about proxies).
 
 Without vectors, a question is refused when the lexical rule does not cover it or when it names
 something the corpus lacks, initialisms included: with no similarity to weigh, a name is the only
-sign of a question about something else ("maternity pay in the UK", asked of a handbook that
-names the UK twice, in passing). The same rule holds one-shot and inside a conversation; a follow-up
-is judged with the question it follows (it is as related as that question, or as their pair),
-since "can I add more than one?" says little alone. A question that does not lean on the one
-before is judged alone.
+sign of a question about something else ("maternity pay in the UK", asked of a handbook two of
+whose pages name the UK in passing).
+
+The same rule holds one-shot and inside a conversation; a follow-up is judged with the question
+it follows (it is as related as that question, or as their pair), since "can I add more than
+one?" says little alone. A question that does not lean on the one before is judged alone.
 """
 
 from __future__ import annotations
