@@ -4,7 +4,8 @@
 # the question set of the same name in bench/questions/:
 #
 # - undici-docs: undici's docs (an HTTP client for Node.js, MIT licence), its docs/docs;
-# - npm-docs: the npm command line's docs (Artistic License 2.0), its docs/content.
+# - npm-docs: the npm command line's docs (Artistic License 2.0), its docs/content;
+# - fastify-docs: the docs of fastify, a web framework for Node.js (MIT licence), its docs.
 #
 # A set already there at its pinned release is kept.
 #
@@ -38,3 +39,4 @@ fetch() {
 
 fetch undici 8.12.4 docs/docs
 fetch npm 12.2.2 docs/content
+fetch fastify 5.12.8 docs

@@ -12,8 +12,8 @@ fitted on the others and scored on it: how often the first file, and the right o
 first three, are right with the fused score alone and with the weights (the fused ranking's first
 two pages kept among the first three, as `rerank` serves them). Last, the weights fitted on
 every set, as `WEIGHTS` is written; with the default `--sets`, the sets of `NEVER_FITTED` (Anvil's
-own docs, and undici's and npm's once `bench/eval_sets.sh` has fetched them) are scored with
-those weights first.
+own docs, and those `bench/eval_sets.sh` fetches once it has) are scored with those weights
+first.
 """
 
 from __future__ import annotations
@@ -50,11 +50,11 @@ SIGNS = {
 SETS = ROOT.parent / "shared" / "eval"
 #: Checked with the weights fitted on every set of `SETS`, never fitted on, with the questions of
 #: `bench/questions/NAME.json`: Anvil's own docs, which change with every commit (the weights
-#: served should not), and undici's and npm's (fetched by `bench/eval_sets.sh`), whose questions
-#: were written blind to the ranking.
+#: served should not), and undici's, npm's and fastify's (fetched by `bench/eval_sets.sh`), whose
+#: questions were written blind to the ranking.
 NEVER_FITTED = {
     "anvil": ROOT / "docs",
-    **{name: ROOT / ".anvil" / "eval-sets" / f"{name}-docs" for name in ("undici", "npm")},
+    **{name: ROOT / ".anvil" / "eval-sets" / f"{name}-docs" for name in ("undici", "npm", "fastify")},
 }
 STEPS = 3000
 #: The L2 penalty. Of 0.003 to 1, 0.05 to 0.3 found the most first pages on the public sets left
