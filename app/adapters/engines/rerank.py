@@ -21,8 +21,8 @@ pages out of the first three: for a question on capping how many hosts it talks 
 passage of the pool page ("A pool of Client instances...") outranks the agent constructor's
 options, two headings deep in the right page. So the reordering picks the order, but the fused
 ranking's first two pages stay among the first three (`keep_fused_pages`): that kept all 29 on
-undici's docs and changed nothing on the other five sets (npm's docs, never fitted on either,
-among them).
+undici's docs and changed nothing on the other six sets (npm's and fastify's docs, never fitted
+on either, among them).
 
 The order changes; the scores keep their scale: the k-th passage reordered gets the k-th best
 fused score, so what reads scores (the see-also floor, the lift of a follow-up's page) reads
