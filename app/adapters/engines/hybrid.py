@@ -258,7 +258,7 @@ def missing_names(
             continue
         if name.isupper() and not initialisms:
             continue
-        share = len(index.whole.holders(number)) / documents
-        if share <= RARE_NAME_SHARE and not any(index.whole.holds(number, page) for page in pages):
+        holders = index.whole.holders(number).tolist()
+        if len(holders) / documents <= RARE_NAME_SHARE and pages.isdisjoint(holders):
             missing.append(name)
     return missing

@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+from support.embedders import Counting
 
 from app.adapters.embeddings.local import LocalEmbedder
 from app.adapters.engines.follow_ups import cited_page
@@ -24,7 +25,7 @@ from app.adapters.engines.hybrid import (
 from app.adapters.engines.retrieval import NO_MATCH_ANSWER, RetrievalEngine
 from app.errors import EngineFailed
 from app.knowledge.corpus import CorpusPassage
-from app.knowledge.index import KnowledgeIndex
+from app.knowledge.index import KnowledgeIndex, add_vectors
 
 pytestmark = pytest.mark.anyio
 
@@ -128,14 +129,18 @@ def test_a_name_the_corpus_never_mentions_is_missing(engine: RetrievalEngine) ->
     assert missing_names("How do I install Tern?", engine.index, ()) == []
 
 
-def test_a_rare_name_is_missing_unless_a_page_found_mentions_it_and_an_initialism_only_if_absent() -> None:
-    # Twenty pages of two passages each; only page 7 names Wibble and QX, in its second passage.
+def twenty_pages() -> list[CorpusPassage]:
+    """Twenty pages of two passages each; only page 7 names Wibble and QX, in its second passage."""
     passages = []
     for page in range(20):
         passages.append(CorpusPassage(f"p{page}.md", f"P{page}", f"opening words of page {page}"))
         later = "later words, with Wibble and QX" if page == 7 else "later words"
         passages.append(CorpusPassage(f"p{page}.md", f"P{page} > More", later))
-    index = KnowledgeIndex.from_passages(passages)
+    return passages
+
+
+def test_a_rare_name_is_missing_unless_a_page_found_mentions_it_and_an_initialism_only_if_absent() -> None:
+    index = KnowledgeIndex.from_passages(twenty_pages())
     # Found: page 7's opening passage, which does not say Wibble; its page does.
     assert missing_names("Does Wibble work here?", index, (0, 2, 14)) == []
     # The pages found (0 to 4) never say it.
@@ -148,6 +153,24 @@ def test_a_rare_name_is_missing_unless_a_page_found_mentions_it_and_an_initialis
     # Ranked by words alone, the refusal counts initialisms.
     assert refuse(Signals(ranked=(0, 2)), True, index, "Does QX work here?")
     assert not refuse(Signals(ranked=(0, 14)), True, index, "Does QX work here?")
+
+
+def test_with_vectors_the_refusal_lets_an_initialism_the_corpus_has_pass() -> None:
+    built = KnowledgeIndex.from_passages(twenty_pages())
+    arrays, content = built.sections(), dict(built.content)
+    add_vectors(arrays, content, Counting())
+    index = KnowledgeIndex.of_arrays(arrays, content)
+    high = unrelated_quantile(index, 0.9)
+    assert high is not None
+    # The best passage is clearly more alike than unrelated questions, and holds the words.
+    similarity = np.full(index.passage_count, high - 0.1)
+    similarity[0] = min(1.0, high + 0.1)
+    found = Signals(similarity=similarity, ranked=(0, 2))
+    assert not refuse(found, True, index, "Does QX work here?")
+    assert refuse(Signals(ranked=(0, 2)), True, index, "Does QX work here?")
+    # A name the corpus lacks, or a rare one no page found has, is refused either way.
+    assert refuse(found, True, index, "Does QX work with ZZ?")
+    assert refuse(found, True, index, "Does Wibble work here?")
 
 
 # --- The engine over the corpus ----------------------------------------------------------------
