@@ -23,7 +23,11 @@ fetch() {
     return 0
   fi
   scratch=$(mktemp -d)
-  (cd "$scratch" && npm pack --silent "$name@$version" >/dev/null && tar xzf "$name-$version.tgz")
+  if ! (cd "$scratch" && npm pack --silent "$name@$version" >/dev/null && tar xzf "$name-$version.tgz"); then
+    rm -rf "$scratch"
+    echo "eval_sets: could not fetch $name $version from the npm registry (npm pack failed)" >&2
+    return 1
+  fi
   if [ ! -d "$scratch/package/$folder" ]; then
     rm -rf "$scratch"
     echo "eval_sets: $name $version holds no $folder folder" >&2

@@ -20,10 +20,15 @@ PINNED = dict(
 )
 
 # Packs `NAME-VERSION.tgz` as `npm pack` does, with two pages in the folder `FOLDERS` names for
-# NAME (none when NO_DOCS is set), and notes each call.
+# NAME (none when NO_DOCS is set), and notes each call; fails as an unreachable registry makes it
+# fail when NPM_FAILS is set.
 FAKE_NPM = """#!/usr/bin/env bash
 set -euo pipefail
 echo "$*" >>"$NPM_CALLS"
+if [ -n "${NPM_FAILS:-}" ]; then
+  echo "npm error network request failed" >&2
+  exit 1
+fi
 spec=${@: -1}
 name=${spec%@*}
 version=${spec#*@}
@@ -105,3 +110,13 @@ def test_a_release_without_docs_is_refused_and_nothing_is_written(tmp_path: Path
     assert ran.returncode == 1
     assert f"undici {PINNED['undici'][0]} holds no docs/docs folder" in ran.stderr
     assert not (sets / "undici-docs").exists() and not (sets / "undici.version").exists()
+
+
+def test_a_release_npm_cannot_fetch_is_named_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    sets, scratch = tmp_path / "sets", tmp_path / "tmp"
+    scratch.mkdir()
+    ran = run(tmp_path, sets, NPM_FAILS="1", TMPDIR=str(scratch))
+    assert ran.returncode == 1
+    assert f"could not fetch undici {PINNED['undici'][0]} from the npm registry" in ran.stderr
+    assert not (sets / "undici-docs").exists() and not (sets / "undici.version").exists()
+    assert list(scratch.iterdir()) == []  # its scratch folder removed
