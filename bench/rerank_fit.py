@@ -8,9 +8,10 @@ under `.anvil/eval-cache/` (or `--cache`; built and embedded by the `local` embe
 time). The weights are fitted listwise (the log of the probability a softmax over a question's
 candidates gives the passages of the right file), with an L2 penalty, each match feature kept to
 its sign (more alike, more words, nearer the top: never worse). Then, for each set in turn,
-fitted on the others and scored on it: how often the first file, and the right one among the
-first three, are right with the fused score alone and with the weights (the fused ranking's first
-two pages kept among the first three, as `rerank` serves them). Last, the weights fitted on
+fitted on the others and scored on it: how often the right file is among the candidates at all
+(the most any order of them could find), and how often the first file, and the right one among
+the first three, are right with the fused score alone and with the weights (the fused ranking's
+first two pages kept among the first three, as `rerank` serves them). Last, the weights fitted on
 every set, as `WEIGHTS` is written; with the default `--sets`, the sets of `NEVER_FITTED` (Anvil's
 own docs, and those `bench/eval_sets.sh` fetches once it has) are scored with those weights
 first.
@@ -120,10 +121,12 @@ def hits(groups: list[Group], score: Any) -> tuple[int, int]:
 
 
 def row(name: str, groups: list[Group], weights: np.ndarray) -> str:
-    """A line of the table: how often the fused score and the weights find the right file."""
+    """A line of the table: how often the right file is among the candidates at all (no order of
+    them can do better), and how often the fused score and the weights find it."""
+    among = sum(bool(right.any()) for _, right, *_ in groups)
     base = hits(groups, lambda f, fused: fused)
     new = hits(groups, lambda f, fused: f @ weights)
-    return f"| {name} | {len(groups)} | {base[0]} | {new[0]} | {base[1]} | {new[1]} |"
+    return f"| {name} | {len(groups)} | {among} | {base[0]} | {new[0]} | {base[1]} | {new[1]} |"
 
 
 def main() -> int:
@@ -146,8 +149,11 @@ def main() -> int:
         name: groups_of(args.sets / f"{name}-docs", json.loads(path.read_text()), embedder, args.cache)
         for name, path in sets
     }
-    print("| held out | questions | hit@1 fused | hit@1 reranked | hit@3 fused | hit@3 reranked |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| held out | questions | among the candidates | hit@1 fused | hit@1 reranked"
+        " | hit@3 fused | hit@3 reranked |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for held, groups in data.items():
         weights, spread = fit([g for name, gs in data.items() if name != held for g in gs], args.penalty)
         print(row(held, groups, weights / spread))

@@ -1,5 +1,6 @@
 """`bench/rerank_fit.py` on two small question sets the test writes: every set is held out once,
-and the weights fitted on all of them are printed as `WEIGHTS` is written, one per feature."""
+with how often its right page is among the candidates at all, and the weights fitted on all of
+them are printed as `WEIGHTS` is written, one per feature."""
 
 from __future__ import annotations
 
@@ -26,7 +27,12 @@ SETS = {
     },
 }
 QUESTIONS = {
-    "plants": [("How often does a cactus need watering?", "cactus.md"), ("How do I mist a fern?", "fern.md")],
+    "plants": [
+        ("How often does a cactus need watering?", "cactus.md"),
+        ("How do I mist a fern?", "fern.md"),
+        # Answered by a page the set does not hold: no order of the candidates finds it.
+        ("How do I repot a bonsai?", "bonsai.md"),
+    ],
     "bikes": [("When should I oil my chain?", "chain.md"), ("How hard do I pump my tyres?", "tyres.md")],
 }
 
@@ -51,10 +57,12 @@ def test_the_fit_holds_out_each_set_and_prints_every_weight(tmp_path: Path) -> N
     )
 
     assert ran.returncode == 0, ran.stderr
-    held = re.findall(r"^\| (\w+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", ran.stdout, re.M)
-    assert [(name, int(count)) for name, count, *_ in held] == [("bikes", 2), ("plants", 2)]
-    # Each page is its own subject: the fused score alone finds every one.
-    assert all(int(first) == 2 and int(three) == 2 for _, _, first, _, three, _ in held)
+    held = re.findall(r"^\| (\w+) \|" + r" (\d+) \|" * 6 + "$", ran.stdout, re.M)
+    counts = {name: [int(n) for n in numbers] for name, *numbers in held}
+    assert sorted(counts) == ["bikes", "plants"]
+    # Each page is its own subject: the fused score alone finds every page the set holds.
+    assert counts["bikes"][:3] == [2, 2, 2] and counts["bikes"][4] == 2
+    assert counts["plants"][:3] == [3, 2, 2] and counts["plants"][4] == 2
     printed = re.findall(r'^    "(\w+)": (-?\d+\.\d+) / (\d+\.\d+),$', ran.stdout, re.M)
     assert [name for name, _, _ in printed] == list(WEIGHTS)
 
