@@ -21,7 +21,8 @@ import anyio
 from starlette.datastructures import State
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.auth.setup import open_auth, protected_resource_metadata
+from app.auth.opened import protected_resource_metadata
+from app.auth.setup import open_auth
 from app.domain.ask import AskService, HistoryLimits
 from app.domain.lifecycle import ConversationService
 from app.domain.ports import AnswerEngine, ConversationStore, IndexStatus, Verifier
@@ -35,7 +36,7 @@ from app.telemetry.instruments import Telemetry
 from app.telemetry.traced import TracedEngine, TracedStore
 
 if TYPE_CHECKING:
-    from app.adapters.engines.retrieval import RetrievalEngine
+    from app.engines.retrieval.engine import RetrievalEngine
     from app.knowledge.build import PendingVectors
     from app.knowledge.refresh import IndexSource
 
@@ -86,11 +87,11 @@ async def open_engine(
     The language-model engines answer from the same index (and embedder) as the embedded one.
     """
     if settings.answer_engine == "echo":
-        from app.adapters.engines.echo import EchoEngine
+        from app.engines.echo import EchoEngine
 
         return EchoEngine(), None
-    from app.adapters.embeddings.factory import open_embedder
-    from app.adapters.engines.retrieval import RetrievalEngine
+    from app.engines.embeddings.factory import open_embedder
+    from app.engines.retrieval.engine import RetrievalEngine
     from app.knowledge.artifact import InvalidIndex
 
     embedder = await anyio.to_thread.run_sync(open_embedder, embeddings, settings)
@@ -150,7 +151,7 @@ async def open_engine(
 
     if settings.answer_engine == "retrieval":
         return retrieval, status
-    from app.adapters.engines.chat import open_chat_engine
+    from app.engines.chat import open_chat_engine
 
     engine = open_chat_engine(settings, retrieval)
     stack.push_async_callback(engine.aclose)

@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.adapters.embeddings.factory import open_embedder
+from app.engines.embeddings.factory import open_embedder
 from app.knowledge.corpus_files import read_corpus
-from app.knowledge.index import KnowledgeIndex
+from app.knowledge.index import PassageIndex
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,7 +148,7 @@ def main() -> int:
     parser.add_argument("--asks", type=int, default=200)
     args = parser.parse_args()
 
-    index = KnowledgeIndex.from_files(read_corpus(args.corpus))
+    index = PassageIndex.from_files(read_corpus(args.corpus))
     texts = index.passage_texts()[: args.passages]
     print(
         f"bench: {len(texts)} passages of {args.corpus}, "

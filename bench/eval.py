@@ -192,8 +192,8 @@ def engines(corpus: Path, rankings: list[str], cache_root: Path) -> dict[str, An
     """The embedded engine over `corpus` for each ranking, sharing one index (with vectors) kept
     under `cache_root`."""
     sys.path.insert(0, str(ROOT))
-    from app.adapters.embeddings.local import LocalEmbedder
-    from app.adapters.engines.retrieval import RetrievalEngine
+    from app.engines.embeddings.local import LocalEmbedder
+    from app.engines.retrieval.engine import RetrievalEngine
 
     embedder = LocalEmbedder()
     cache = cache_root / corpus.resolve().name

@@ -119,13 +119,13 @@ def start(env: dict[str, str], data_dir: Path, *, keep: bool = False) -> tuple[S
 
 
 def open_seconds(target: Path) -> float:
-    """`KnowledgeIndex.open` of `target` (a private copy, checked, the lookups built), in a fresh
+    """`PassageIndex.open` of `target` (a private copy, checked, the lookups built), in a fresh
     interpreter, without the rest of a server's start."""
     code = (
         "import sys, time, tempfile; from pathlib import Path;"
-        "from app.knowledge.index import KnowledgeIndex;"
+        "from app.knowledge.index import PassageIndex;"
         "t = time.perf_counter();"
-        "KnowledgeIndex.open(Path(sys.argv[1]), copy_to=Path(tempfile.gettempdir()));"
+        "PassageIndex.open(Path(sys.argv[1]), copy_to=Path(tempfile.gettempdir()));"
         "print(time.perf_counter() - t)"
     )
     ran = subprocess.run(

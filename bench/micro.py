@@ -22,13 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from app.adapters.engines.hybrid import fuse, lexical_scores
-from app.adapters.engines.rerank import rerank
-from app.adapters.engines.retrieval import RetrievalEngine
 from app.auth.dev import DevIssuer
 from app.domain.ports import Vectors
+from app.engines.retrieval.engine import RetrievalEngine
+from app.engines.retrieval.fusion import fuse, lexical_scores
+from app.engines.retrieval.rerank import rerank
 from app.knowledge.corpus import CorpusPassage
-from app.knowledge.index import KnowledgeIndex, add_vectors
+from app.knowledge.index import PassageIndex, add_vectors
 from app.knowledge.tokens import tokenize, words
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,7 +135,7 @@ class RandomEmbedder:
         """Nothing is held."""
 
 
-def ranking_steps(index: KnowledgeIndex, vector: Vectors, question: str) -> list[float]:
+def ranking_steps(index: PassageIndex, vector: Vectors, question: str) -> list[float]:
     """Median seconds of each step of a question's hybrid ranking: words, meaning, fusion, and
     the reordering."""
     assert index.vectors is not None
@@ -157,10 +157,10 @@ def hybrid_ranking(sizes: list[int]) -> None:
     embedder = RandomEmbedder()
     print("hybrid ranking, median ms   passages   words  meaning   fused  reordered  (reordering's share)")
     for size in sizes:
-        built = KnowledgeIndex.from_passages(generated_corpus(size))
+        built = PassageIndex.from_passages(generated_corpus(size))
         arrays, content = built.sections(), dict(built.content)
         add_vectors(arrays, content, embedder)
-        index = KnowledgeIndex.of_arrays(arrays, content)
+        index = PassageIndex.of_arrays(arrays, content)
         steps = ranking_steps(index, embedder.embed([QUERIES[0]], query=True)[0], QUERIES[0])
         by_words, by_meaning, fused, reordered = (step * 1e3 for step in steps)
         print(

@@ -1,4 +1,4 @@
-"""Fit the weights of `app.adapters.engines.rerank` and check them on sets left out of the fit.
+"""Fit the weights of `app.engines.retrieval.rerank` and check them on sets left out of the fit.
 
     .venv/bin/python bench/rerank_fit.py [--sets DIR] [--cache DIR] [--penalty 0.05]
 
@@ -30,10 +30,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.adapters.embeddings.local import LocalEmbedder  # noqa: E402
-from app.adapters.engines.hybrid import fuse, lexical_scores  # noqa: E402
-from app.adapters.engines.rerank import WEIGHTS, candidates_of, features, keep_fused_pages  # noqa: E402
-from app.adapters.engines.retrieval import RetrievalEngine  # noqa: E402
+from app.engines.embeddings.local import LocalEmbedder  # noqa: E402
+from app.engines.retrieval.engine import RetrievalEngine  # noqa: E402
+from app.engines.retrieval.fusion import fuse, lexical_scores  # noqa: E402
+from app.engines.retrieval.rerank import WEIGHTS, candidates_of, features, keep_fused_pages  # noqa: E402
 from app.knowledge.tokens import tokenize, words  # noqa: E402
 
 #: Features that only ever make a passage likelier (+1) or less likely (-1); the rest are free.
@@ -60,7 +60,7 @@ NEVER_FITTED = {
 STEPS = 3000
 #: The L2 penalty. Of 0.003 to 1, 0.05 to 0.3 found the most first pages on the public sets left
 #: out (76 or 77 of 88, 74 at 0.01);
-#: from 0.1 on, a paraphrase on a six-page corpus (tests/unit/adapters/engines/test_hybrid.py)
+#: from 0.1 on, a paraphrase on a six-page corpus (tests/unit/engines/retrieval/test_fusion.py)
 #: lost its page to one sharing more of its words.
 PENALTY = 0.05
 RATE = 0.1

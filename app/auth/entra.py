@@ -20,7 +20,7 @@ import httpx
 
 import app
 from app.auth.jwks import JwksKeySource, get_json
-from app.auth.setup import AuthSetup
+from app.auth.opened import AuthSetup
 from app.auth.verifier import TokenVerifier
 from app.settings.auth import MULTI_TENANT, EntraSettings
 from app.urls import checked_url

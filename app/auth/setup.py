@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-
 import anyio
 
-from app.domain.ports import Verifier
+from app.auth.opened import AuthSetup
 from app.settings.auth import AuthSettings
-
-
-@dataclass(frozen=True, slots=True)
-class AuthSetup:
-    """The verifier (None when anonymous), what clients are told to sign in with, and lifecycle hooks.
-
-    `readiness` raises when the key source cannot serve (reported by `/readyz`); `aclose`
-    releases what the mode opened (HTTP clients).
-    """
-
-    verifier: Verifier | None
-    authorization_servers: tuple[str, ...] = ()
-    scopes_supported: tuple[str, ...] = ()
-    readiness: Callable[[], Awaitable[None]] | None = None
-    aclose: Callable[[], Awaitable[None]] | None = None
 
 
 async def open_auth(settings: AuthSettings) -> AuthSetup:
@@ -56,14 +38,3 @@ async def open_auth(settings: AuthSettings) -> AuthSetup:
         authorization_servers=(f"{DEV_AUTHORITY}/{DEV_TENANT_ID}/v2.0",),
         scopes_supported=(f"api://{DEV_CLIENT_ID}/{DEV_SCOPE}",),
     )
-
-
-def protected_resource_metadata(resource_url: str, setup: AuthSetup) -> dict[str, object]:
-    """The RFC 9728 document for the MCP endpoint at `resource_url`."""
-    return {
-        "resource": resource_url,
-        "authorization_servers": list(setup.authorization_servers),
-        "scopes_supported": list(setup.scopes_supported),
-        "bearer_methods_supported": ["header"],
-        "resource_name": "Anvil",
-    }

@@ -7,7 +7,7 @@ browser Origin (403), method on `/mcp` (405), a declared body larger than the li
 the body must stay within the limit (413, before anything parses it). One place for them, so
 REST and MCP behave alike (what only MCP checks, such as its protocol version, is
 `app.mcp_server`'s). The body's deadline (408) is kept by the front door
-(`app.http.frontdoor`), which sees when a body stops arriving without a timer per request.
+(`app.serve.frontdoor`), which sees when a body stops arriving without a timer per request.
 """
 
 from __future__ import annotations

@@ -30,16 +30,16 @@ from app.knowledge import resume
 from app.knowledge.artifact import FORMAT, InvalidIndex
 from app.knowledge.corpus import CorpusFile
 from app.knowledge.corpus_files import document_of, parse_corpus, read_bytes, read_corpus
-from app.knowledge.formats import SUFFIXES
 from app.knowledge.index import (
     LEXICAL,
-    KnowledgeIndex,
+    PassageIndex,
     Progress,
     add_vectors,
     build_arrays,
     passage_texts,
     write_arrays,
 )
+from app.knowledge.readers.documents import SUFFIXES
 from app.knowledge.resume import Checkpoint
 from app.knowledge.vectors import (
     PassageEmbedder,
@@ -154,20 +154,16 @@ def read_sources(
 
 def build(
     sources: Sequence[Source],
-    target: Path | str,
+    target: Path,
     progress: Progress | None = None,
     *,
     embedder: PassageEmbedder | None = None,
     previous: Sequence[Path] = (),
 ) -> Built:
-    """Index the documents of `sources` into the file `target` (written atomically), or into the
-    blob URL `target` (`blob_build`); with `embedder`, their passages' vectors too, reusing those
+    """Index the documents of `sources` into the file `target` (written atomically; into a blob,
+    `blob_build.build_to_blob`); with `embedder`, their passages' vectors too, reusing those
     of the indexes at `previous` (and of `target` itself, when it is there) for passages whose
     text they already embedded, and those an earlier build of `target` kept when it stopped early."""
-    if isinstance(target, str):
-        from app.knowledge.blob_build import build_to_blob
-
-        return build_to_blob(sources, target, progress, embedder=embedder, previous=previous)
     files, urls = read_sources(sources, progress)
     described = [str(s.folder) if s.site is None else f"{s.folder}={s.site}" for s in sources]
     arrays, content = build_arrays(files, urls=urls, progress=progress)
@@ -214,7 +210,7 @@ def vectors_of(paths: Sequence[Path]) -> dict[bytes, Vectors]:
         if not path.is_file():
             continue
         try:
-            index = KnowledgeIndex.open(path)
+            index = PassageIndex.open(path)
         except (InvalidIndex, OSError) as error:
             logger.info("index: no vectors reused from %s (%s)", path, error)
             continue
@@ -244,7 +240,7 @@ def corpus_key(
 
 def cached_index(
     corpus_dir: Path, cache_dir: Path, site: str | None = None, embedder: PassageEmbedder | None = None
-) -> KnowledgeIndex:
+) -> PassageIndex:
     """`open_cached`, its vectors computed before it returns."""
     index, pending = open_cached(corpus_dir, cache_dir, site, embedder)
     return index if pending is None else pending.run()
@@ -252,7 +248,7 @@ def cached_index(
 
 def open_cached(
     corpus_dir: Path, cache_dir: Path, site: str | None = None, embedder: PassageEmbedder | None = None
-) -> tuple[KnowledgeIndex, PendingVectors | None]:
+) -> tuple[PassageIndex, PendingVectors | None]:
     """The index of `corpus_dir` (its pages published under `site`, if given; its passages
     embedded by `embedder`, if given), opened from `cache_dir` if built before, else built and
     kept there; built in memory only when the cache cannot be written (with a warning saying
@@ -262,7 +258,7 @@ def open_cached(
     path = cache_dir / f"{corpus_key(contents, site, None if embedder is None else embedder.name)}{SUFFIX}"
     if path.is_file():
         try:
-            return KnowledgeIndex.open(path), None
+            return PassageIndex.open(path), None
         except InvalidIndex as error:
             logger.warning("corpus: the cached index cannot be served (%s); building it again", error)
     files = parse_corpus(corpus_dir, contents)
@@ -274,14 +270,14 @@ def open_cached(
         reuse.update(resume.so_far(path))
         pending = PendingVectors(arrays, content, embedder, reuse, path, str(corpus_dir))
         if pending.missing:
-            return KnowledgeIndex.of_arrays(arrays, content), pending
+            return PassageIndex.of_arrays(arrays, content), pending
         return pending.run(), None
     return _kept(arrays, content, path, str(corpus_dir)), None
 
 
 def _kept(
     arrays: Mapping[str, npt.NDArray[Any]], content: dict[str, Any], path: Path, corpus: str
-) -> KnowledgeIndex:
+) -> PassageIndex:
     """Write the index to `path` in its private folder and open it there, the other indexes
     kept beside it removed; in memory if it cannot be written."""
     try:
@@ -292,11 +288,11 @@ def _kept(
             "corpus: the index is built at every start because %s",
             describe(error, "keep the index in", path.parent),
         )
-        return KnowledgeIndex.of_arrays(dict(arrays), content)
+        return PassageIndex.of_arrays(dict(arrays), content)
     for other in (*path.parent.glob(f"*{SUFFIX}"), *path.parent.glob(f"*{resume.SUFFIX}")):
         if other != path:
             other.unlink(missing_ok=True)
-    return KnowledgeIndex.open(path)
+    return PassageIndex.open(path)
 
 
 #: Passages a background embedding sends at a time: it stops between two batches when the
@@ -345,7 +341,7 @@ class PendingVectors:
         self._cancelled.set()
         self._checkpoint.keep()
 
-    def run(self, progress: Callable[[int, int], None] | None = None) -> KnowledgeIndex:
+    def run(self, progress: Callable[[int, int], None] | None = None) -> PassageIndex:
         """Embed what is missing and keep the index with its vectors; the opened index."""
 
         checkpoint = self._checkpoint

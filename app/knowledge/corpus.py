@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import yaml
 
-from app.knowledge.markdown_parser import front_matter_parser
-from app.knowledge.markdown_render import Block, Heading, document_blocks, first_title
+from app.knowledge.readers.markdown_parser import front_matter_parser
+from app.knowledge.readers.markdown_render import Block, Heading, document_blocks, first_title
 
 #: Upper bound on a passage's text; sections longer than this are cut at paragraph boundaries.
 MAX_PASSAGE_CHARS = 1200

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from app.knowledge.corpus import CorpusFile
-from app.knowledge.formats import SUFFIXES, UnreadableDocument, read_document
+from app.knowledge.readers.documents import SUFFIXES, UnreadableDocument, read_document
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""`KnowledgeIndex`: the passages of a corpus and their lexical index, built once and opened fast.
+"""`PassageIndex`: the passages of a corpus and their lexical index, built once and opened fast.
 
 Built from read files (`from_files`) it is held in memory; written (`write`) it is one file
 (`artifact.py`) that `open` maps without building anything but its lookups: the vocabulary, the
@@ -36,7 +36,7 @@ LEXICAL = "bm25-snowball-english-1"
 Progress = Callable[[str, int, int], None]
 
 
-class KnowledgeIndex:
+class PassageIndex:
     """Passages, the files they come from, and the lexical fields over them."""
 
     def __init__(
@@ -176,18 +176,18 @@ class KnowledgeIndex:
             self._source.close()
 
     @classmethod
-    def from_files(cls, files: Sequence[CorpusFile], urls: Mapping[str, str] | None = None) -> KnowledgeIndex:
+    def from_files(cls, files: Sequence[CorpusFile], urls: Mapping[str, str] | None = None) -> PassageIndex:
         """The index of `files` (with the page URL of each source in `urls`), in memory."""
         arrays, content = build_arrays(files, urls=urls)
         return cls.of_arrays(arrays, content)
 
     @classmethod
-    def of_arrays(cls, arrays: dict[str, npt.NDArray[Any]], content: dict[str, Any]) -> KnowledgeIndex:
+    def of_arrays(cls, arrays: dict[str, npt.NDArray[Any]], content: dict[str, Any]) -> PassageIndex:
         """The index of `build_arrays`' sections, in memory."""
         return cls(arrays.__getitem__, content, version="", built={}, names=arrays)
 
     @classmethod
-    def from_passages(cls, passages: Iterable[CorpusPassage]) -> KnowledgeIndex:
+    def from_passages(cls, passages: Iterable[CorpusPassage]) -> PassageIndex:
         """The index of `passages` with no files behind them (`file` finds nothing)."""
         arrays, content = build_arrays((), tuple(passages))
         return cls.of_arrays(arrays, content)
@@ -200,7 +200,7 @@ class KnowledgeIndex:
         verify: bool = True,
         copy_to: Path | None = None,
         fill: Callable[[BinaryIO], object] | None = None,
-    ) -> KnowledgeIndex:
+    ) -> PassageIndex:
         """The index written at `path`; `InvalidIndex` (saying why) for anything else. With
         `copy_to`, served from a private copy in that folder, which `fill` writes if given (see
         `IndexFile`)."""

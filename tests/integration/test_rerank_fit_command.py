@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from app.adapters.engines.rerank import WEIGHTS
+from app.engines.retrieval.rerank import WEIGHTS
 
 ROOT = Path(__file__).resolve().parents[2]
 

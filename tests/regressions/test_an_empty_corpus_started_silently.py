@@ -12,7 +12,7 @@ import pytest
 from support.anvil_server import AnvilServer, run_anvil
 from support.corpus_files import headers, warnings
 
-from app.adapters.engines.retrieval import NO_MATCH_ANSWER, RetrievalEngine
+from app.engines.retrieval.engine import NO_MATCH_ANSWER, RetrievalEngine
 from app.http.health import EMPTY_CORPUS
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="symbolic links as POSIX has them")

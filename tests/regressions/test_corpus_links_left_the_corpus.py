@@ -11,7 +11,7 @@ import pytest
 from support.anvil_server import AnvilServer
 from support.corpus_files import fetch, search, skipped, sources, warnings
 
-from app.adapters.engines.retrieval import NO_MATCH_ANSWER, RetrievalEngine
+from app.engines.retrieval.engine import NO_MATCH_ANSWER, RetrievalEngine
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="symbolic links as POSIX has them")
 

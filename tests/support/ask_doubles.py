@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import anyio
 import anyio.lowlevel
 
-from app.adapters.engines.echo import EchoEngine
 from app.domain.conversation import Conversation, Turn
 from app.domain.ports import Answer, Document, Passage, PastExchange, Progress, Stored, VersionConflict
 from app.domain.principal import Principal
+from app.engines.echo import EchoEngine
 from app.stores.memory import MemoryStore
 from support.exchange import Exchange
 

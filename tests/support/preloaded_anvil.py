@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 #: What a command imports lazily, imported once before any fork.
 PRELOADED = (
-    "app.cli",
+    "app.cli.main",
     "app.settings",
     "app.devkey",
     "app.client.bridge",
@@ -48,7 +48,7 @@ PRELOADED = (
     "anyio",
     "httpx",
     # `anvil serve`: the server's libraries, about 1.9 s of CPU for every server a test starts.
-    "app.serve",
+    "app.serve.server",
     "app.main",
     "app.lifespan",
     "app.stores.sqlite",
@@ -256,7 +256,7 @@ def _command(request: dict[str, object], fds: list[int]) -> None:
     sys.argv = [os.path.join(os.path.dirname(sys.executable), "anvil"), *argv]
     sys.path[0] = os.path.dirname(sys.argv[0])  # where the console script runs from
 
-    from app.cli import main
+    from app.cli.main import main
 
     sys.exit(main())
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from support.stores import read
 
-from app.adapters.engines.echo import EchoEngine
 from app.domain.ask import AskService, HistoryLimits
 from app.domain.ask_types import AskRequest
 from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
 from app.domain.principal import Principal
+from app.engines.echo import EchoEngine
 from app.stores.codec import to_document
 from app.stores.memory import MemoryStore
 

@@ -18,11 +18,11 @@ from support.ask_doubles import (
 from support.exchange import Exchange
 from support.stores import read
 
-from app.adapters.engines.echo import EchoEngine
 from app.domain.ask import AskService, HistoryLimits
 from app.domain.ask_types import AskRequest
 from app.domain.conversation import CONVERSATION_ID_PATTERN
 from app.domain.principal import Principal
+from app.engines.echo import EchoEngine
 from app.errors import Conflict, InvalidInput, QuotaExceeded
 from app.stores.memory import MemoryStore
 

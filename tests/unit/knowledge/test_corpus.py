@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.adapters.engines.text_compose import units_of
+from app.engines.retrieval.excerpts import units_of
 from app.knowledge.corpus import (
     MAX_PASSAGE_CHARS,
     CorpusPassage,

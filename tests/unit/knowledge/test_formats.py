@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from support.corpus_files import skipped
 
-from app.adapters.engines.retrieval import RetrievalEngine
+from app.engines.retrieval.engine import RetrievalEngine
 from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages
 from app.knowledge.corpus_files import read_corpus
-from app.knowledge.formats import MAX_TITLE_CHARS, SUFFIXES, UnreadableDocument, read_document
+from app.knowledge.readers.documents import SUFFIXES, UnreadableDocument, read_document
+from app.knowledge.readers.text import MAX_TITLE_CHARS
 
 
 def write(folder: Path, name: str, text: str) -> Path:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from app.adapters.engines.retrieval import RetrievalEngine
 from app.domain.ports import Passage
+from app.engines.retrieval.engine import RetrievalEngine
 from app.knowledge import build as build_module
 from app.knowledge.build import Source, build, cached_index, page_url, read_sources
-from app.knowledge.index import KnowledgeIndex
+from app.knowledge.index import PassageIndex
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +32,7 @@ QUESTIONS = [
 def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[RetrievalEngine, RetrievalEngine]:
     path = tmp_path_factory.mktemp("index") / "docs.anvilidx"
     build([Source(DOCS)], path)
-    return RetrievalEngine.build(DOCS), RetrievalEngine(KnowledgeIndex.open(path))
+    return RetrievalEngine.build(DOCS), RetrievalEngine(PassageIndex.open(path))
 
 
 @pytest.mark.parametrize("question", QUESTIONS)
@@ -136,7 +136,7 @@ def test_an_empty_corpus_makes_an_index_that_finds_nothing(tmp_path: Path) -> No
     (tmp_path / "empty").mkdir()
     built = build([Source(tmp_path / "empty")], path)
     assert (built.files, built.passages) == (0, 0)
-    index = KnowledgeIndex.open(path)
+    index = PassageIndex.open(path)
     assert (index.passage_count, index.document_count) == (0, 0)
 
 
@@ -166,7 +166,7 @@ async def test_cited_passages_link_to_their_page_and_heading_when_the_folder_nam
     (notes / "tides.md").write_text("# Tides\n\nThe tide turns twice a day.\n")
     target = tmp_path / "i.anvilidx"
     build([Source(guides, "https://docs.example.com"), Source(notes)], target)
-    engine = RetrievalEngine(KnowledgeIndex.open(target))
+    engine = RetrievalEngine(PassageIndex.open(target))
     (upgrade,) = await engine.search("remove the old cache when upgrading", 1)
     assert upgrade.url == "https://docs.example.com/install#upgrading-from-v1x"
     (tides,) = await engine.search("tide turns", 1)
@@ -187,7 +187,7 @@ async def test_a_front_matter_url_or_slug_names_its_page(tmp_path: Path) -> None
     (bare / "d.md").write_text("---\nslug: d\n---\n# D\n\nDelta candles drip.\n")
     target = tmp_path / "i.anvilidx"
     build([Source(site, "https://docs.example.com"), Source(bare)], target)
-    engine = RetrievalEngine(KnowledgeIndex.open(target))
+    engine = RetrievalEngine(PassageIndex.open(target))
     found = {
         p.source: p.url
         for text in ("alpha beacons", "bravo lanterns", "charlie torches", "delta candles")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.adapters.engines.retrieval import RetrievalEngine
+from app.engines.retrieval.engine import RetrievalEngine
 from app.knowledge.build import Source, build
 from app.knowledge.refresh import FileSource, IndexRefresher
 

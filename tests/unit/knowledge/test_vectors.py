@@ -12,11 +12,11 @@ import pytest
 from support.corpus_files import bays_corpus
 from support.embedders import Counting, Failing
 
-from app.adapters.engines.retrieval import RetrievalEngine
+from app.engines.retrieval.engine import RetrievalEngine
 from app.errors import EngineFailed
 from app.knowledge.artifact import InvalidIndex
 from app.knowledge.build import Source, build, cached_index, open_cached
-from app.knowledge.index import KnowledgeIndex
+from app.knowledge.index import PassageIndex
 from app.knowledge.vectors import EmbedderMismatch
 
 
@@ -40,7 +40,7 @@ def test_a_rebuild_embeds_only_the_passages_whose_text_changed(tmp_path: Path) -
     embedder.passages.clear()
     second = build([Source(folder)], target, embedder=embedder)
     assert second.embedded == 1 and embedder.passages == ["Winds\n\nMonsoon winds turn with the seasons."]
-    index = KnowledgeIndex.open(target)
+    index = PassageIndex.open(target)
     assert index.embedder == "test:counting" and index.vectors is not None and index.vectors.shape == (3, 8)
     # Each kept vector is the one the embedder gives that passage's text.
     assert np.allclose(index.vectors, embedder.embed(index.passage_texts(), query=False))
@@ -58,8 +58,8 @@ def test_an_index_is_served_only_with_the_embedder_it_was_built_with(tmp_path: P
     folder = corpus(tmp_path)
     build([Source(folder)], tmp_path / "vectors.anvilidx", embedder=Counting("test:one"))
     build([Source(folder)], tmp_path / "words.anvilidx")
-    with_vectors = KnowledgeIndex.open(tmp_path / "vectors.anvilidx")
-    words_only = KnowledgeIndex.open(tmp_path / "words.anvilidx")
+    with_vectors = PassageIndex.open(tmp_path / "vectors.anvilidx")
+    words_only = PassageIndex.open(tmp_path / "words.anvilidx")
     with pytest.raises(EmbedderMismatch, match="embedded by test:one and this server embeds with test:two"):
         with_vectors.check_embedder("test:two")
     with pytest.raises(

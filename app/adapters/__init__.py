@@ -1,1 +1,0 @@
-"""Implementations of the ports: conversation stores, answer engines, sign-in."""

@@ -1,1 +1,0 @@
-"""Answer engines: embedded retrieval (default) and echo."""

@@ -1,0 +1,1 @@
+"""The `anvil` command line: its arguments, and what each subcommand runs (`main`)."""

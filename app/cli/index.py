@@ -1,0 +1,119 @@
+"""`anvil index`: build a knowledge index from folders of documents, its passages embedded."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from app.cli import arguments
+from app.settings import Settings
+
+
+def say(message: str) -> None:
+    sys.stderr.write(f"{message}\n")
+    sys.stderr.flush()
+
+
+def add_index_command(commands: Any, run: Callable[[argparse.Namespace], int]) -> None:
+    """The `index` subcommand of the `anvil` parser, calling `run`."""
+    p = commands.add_parser(
+        "index",
+        help="build a knowledge index from folders of documents, for ANVIL_INDEX",
+        description="Index the documents of each SOURCE folder into one file that `anvil serve` "
+        "opens (ANVIL_INDEX) instead of indexing a corpus at every start.",
+    )
+    p.add_argument(
+        "sources",
+        nargs="+",
+        type=arguments.source_folder,
+        metavar="SOURCE",
+        help="a folder, or FOLDER=URL: the site its pages are published at, for citations with links",
+    )
+    p.add_argument("--output", required=True, type=arguments.index_target, metavar="TARGET", help="the file")
+    p.add_argument(
+        "--embeddings",
+        choices=("none", "local", "openai", "azure-openai"),
+        help="the embedder of the passages' vectors (default: ANVIL_EMBEDDINGS, else local); "
+        "a server serves the index only with the same one",
+    )
+    p.add_argument(
+        "--reuse",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="INDEX",
+        help="an earlier index whose vectors are reused for passages whose text is unchanged "
+        "(the one at TARGET is, always); repeatable",
+    )
+    p.set_defaults(run=run)
+
+
+def index(args: argparse.Namespace, settings: Settings) -> int:
+    """Build one knowledge index from `args.sources` into `args.output`, its passages embedded
+    by the embedder of `ANVIL_EMBEDDINGS` (or `--embeddings`); one summary line."""
+    import time
+
+    from app.cli.progress import IndexProgress
+    from app.engines.embeddings.factory import open_embedder
+    from app.errors import AnvilError
+    from app.knowledge.blob_build import build_to_blob
+    from app.knowledge.build import build
+
+    started = time.monotonic()
+    embedder = None
+    stopped_by: list[int] = []
+    try:
+        with _stopped_by_sigterm(stopped_by):
+            embedder = open_embedder(settings, settings)
+            # A blob URL is built in a scratch folder and uploaded whole; a path is written in place.
+            into = build_to_blob if isinstance(args.output, str) else build
+            built = into(
+                args.sources, args.output, IndexProgress(sys.stderr), embedder=embedder, previous=args.reuse
+            )
+    except (OSError, ValueError, AnvilError) as error:
+        say(f"anvil: cannot index: {error}")
+        return 1
+    except KeyboardInterrupt:
+        kept = "" if embedder is None else "; any passages embedded so far are kept for the next build to it"
+        say(f"anvil: stopped before {args.output} was written{kept}")
+        return 128 + (stopped_by[0] if stopped_by else signal.SIGINT)
+    finally:
+        if embedder is not None:
+            embedder.close()
+    vectors = (
+        "no vectors (ANVIL_EMBEDDINGS=none)"
+        if embedder is None
+        else f"{built.embedded} passages embedded by {embedder.name}, "
+        f"{built.passages - (built.embedded or 0)} reused"
+    )
+    say(
+        f"anvil: indexed {built.files} files ({built.passages} passages; {vectors}) into {args.output}: "
+        f"version {built.version}, {built.bytes / 1e6:.1f} MB, {time.monotonic() - started:.1f} s"
+    )
+    return 0
+
+
+@contextmanager
+def _stopped_by_sigterm(stopped_by: list[int]) -> Iterator[None]:
+    """SIGTERM (a `docker stop`, a CI job cancelled) stops the build as Ctrl-C does, so that it
+    keeps what it embedded (`resume`); the signal is put in `stopped_by`."""
+
+    def stop(number: int, frame: FrameType | None) -> None:
+        stopped_by.append(number)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread can handle signals
+        return
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

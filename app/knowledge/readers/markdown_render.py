@@ -1,0 +1,256 @@
+"""A Markdown document as the blocks its passages are made of: headings, and Markdown text
+reduced to its prose.
+
+The document is parsed by markdown-it (`markdown_parser`; an MDX one after `strip_mdx`) and its
+syntax tree written back as blocks. A block is a `Heading` or a string of plain Markdown:
+
+- a paragraph is its text: links keep their text, images their alt text, emphasis its words,
+  HTML tags and comments go; a code span stays in backticks with its content as written, so
+  that code still reads as code;
+- a list is `-` or `1.` items, one a line when the list is tight, nested lists indented;
+- a table is a pipe table of plain cells (`|` inside a cell escaped), header rule and all;
+- a code block, fenced or indented, is a fence with its content exactly as written, the fence
+  long enough that no line of the content can close it;
+- quotes, admonitions, tabs and footnotes are unwrapped; an admonition keeps a quoted title, a
+  tab its title, as a line of their own;
+- an HTML block loses its comments, tags and `script`/`style` elements; the text left is read
+  as Markdown again.
+
+Headings inside a list item or a table cell are text there; every other heading is a `Heading`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import yaml
+from markdown_it.tree import SyntaxTreeNode
+
+from app.knowledge.readers.markdown_parser import CONTAINER, TAB, outline_parser, parser
+from app.knowledge.readers.mdx import strip_mdx
+
+
+@dataclass(frozen=True, slots=True)
+class Heading:
+    """A heading of the document: its level (1 to 6) and its text as cited."""
+
+    level: int
+    title: str
+
+    @property
+    def markdown(self) -> str:
+        """The heading written as an ATX heading."""
+        return f"{'#' * self.level} {self.title}"
+
+
+Block = Heading | str
+
+# Heading attributes as MkDocs (`{: #id .class}`) and Docusaurus (`{#id}`) write them.
+_ATTRIBUTES = re.compile(r"\s*\{\s*[:#.][^{}]*\}\s*$")
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
+_RAW_TEXT = re.compile(r"<(script|style)\b.*?(?:</\1\s*>|\Z)", re.S | re.I)
+_TAG = re.compile(
+    r"</?([A-Za-z][\w.:-]*)(?:\s[^<>]*?)?/?>|<>|</>|<\?.*?\?>|<![A-Za-z][^>]*>|<!\[CDATA\[.*?\]\]>", re.S
+)
+# Tags that break a line where they stand: dropping them must not run two cells' words together.
+_BREAKING = re.compile(
+    r"address|article|aside|blockquote|br|caption|dd|details|div|dl|dt|figcaption|figure|footer|h[1-6]|"
+    r"header|hr|li|main|nav|ol|p|pre|section|summary|table|tbody|td|tfoot|th|thead|tr|ul",
+    re.I,
+)
+_FENCE_LIKE = re.compile(r"^\s*(?:```|~~~)")
+_UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
+_TRANSPARENT = frozenset({"blockquote", "footnote_block", "footnote", CONTAINER})
+# An HTML block's text is parsed again; text that still holds HTML after that is taken as it is.
+_MAX_DEPTH = 2
+
+
+def document_blocks(markdown: str, *, mdx: bool = False) -> list[Block]:
+    """The blocks of `markdown`, in reading order."""
+    return _Writer(mdx).blocks(_prepare(markdown, mdx=mdx), depth=0)
+
+
+def first_title(markdown: str, *, mdx: bool = False) -> str | None:
+    """The text of the first level-1 heading of `markdown` outside lists, if there is one."""
+    tokens = outline_parser(mdx=mdx).parse(_prepare(markdown, mdx=mdx))
+    in_list = 0
+    for n, token in enumerate(tokens):
+        if token.type == "list_item_open":
+            in_list += 1
+        elif token.type == "list_item_close":
+            in_list -= 1
+        elif token.type == "heading_open" and token.tag == "h1" and not in_list:
+            inline = SyntaxTreeNode(parser(mdx=mdx).parseInline(tokens[n + 1].content)).children[0]
+            if title := _heading_title(inline):
+                return title
+    return None
+
+
+def _prepare(markdown: str, *, mdx: bool) -> str:
+    text = markdown.removeprefix("\ufeff")
+    return strip_mdx(text) if mdx else text
+
+
+class _Writer:
+    """Writes a syntax tree back as blocks; `mdx` says which parser reads HTML's text again."""
+
+    def __init__(self, mdx: bool) -> None:
+        self.mdx = mdx
+
+    def blocks(self, markdown: str, *, depth: int, flat: bool = False) -> list[Block]:
+        """The blocks of `markdown`, parsed `depth` times over (HTML's text is parsed again)."""
+        return self.nodes(SyntaxTreeNode(parser(mdx=self.mdx).parse(markdown)).children, depth, flat)
+
+    def nodes(self, nodes: list[SyntaxTreeNode], depth: int, flat: bool) -> list[Block]:
+        """The blocks of `nodes`; `flat` (inside a list item) writes headings as text lines."""
+        out: list[Block] = []
+        for node in nodes:
+            kind = node.type
+            after_html = node.previous_sibling is not None and node.previous_sibling.type == "html_block"
+            if kind == "code_block" and after_html:
+                # A blank line inside an HTML element ends CommonMark's HTML block; the element's
+                # indented text after it is the HTML's, not an indented code block.
+                out.extend(self.html(node.content, depth, flat))
+            elif kind == "heading":
+                # A heading of markup only (`# <img src=logo.png>`) has nothing to cite: no heading.
+                heading = Heading(int(node.tag[1]), _heading_title(node.children[0]))
+                out.append(heading.title if flat or not heading.title else heading)
+            elif kind == "paragraph":
+                out.append(_paragraph(node.children[0]))
+            elif kind in ("fence", "code_block"):
+                out.append(_fenced(node.content, node.info, node.markup))
+            elif kind in ("bullet_list", "ordered_list"):
+                out.append(self.items(node, depth))
+            elif kind == "table":
+                out.append(_table(node))
+            elif kind == "html_block":
+                out.extend(self.html(node.content, depth, flat))
+            elif kind == "front_matter":
+                out.extend(self.front_matter(node.content, depth, flat))
+            elif kind == "admonition":
+                titled = '"' in node.info
+                for child in node.children:
+                    if child.type != "admonition_title":
+                        out.extend(self.nodes([child], depth, flat))
+                    elif titled:
+                        out.append(_paragraph(child.children[0]))
+            elif kind == TAB:
+                out.append(" ".join(str(node.meta.get("title", "")).split()))
+                out.extend(self.nodes(node.children, depth, flat))
+            elif kind in _TRANSPARENT:
+                out.extend(self.nodes(node.children, depth, flat))
+        return [block for block in out if isinstance(block, Heading) or block.strip()]
+
+    def items(self, node: SyntaxTreeNode, depth: int) -> str:
+        """A list as `-` or numbered items, content indented under its item's marker."""
+        items = node.children
+        tight = all(p.hidden for item in items for p in item.children if p.type == "paragraph")
+        gap = "\n" if tight else "\n\n"
+        start = int(str(node.attrGet("start") or 1)) if node.type == "ordered_list" else 0
+        written: list[str] = []
+        for n, item in enumerate(items):
+            marker = f"{start + n}{node.markup} " if node.type == "ordered_list" else "- "
+            blocks = self.nodes(item.children, depth, flat=True)
+            body = gap.join(block.markdown if isinstance(block, Heading) else block for block in blocks)
+            if not body:
+                continue
+            lines = body.split("\n")
+            # A fence right after a marker would not read as a fence: it goes on the next line.
+            head = marker.rstrip() if _FENCE_LIKE.match(lines[0]) else f"{marker}{lines.pop(0)}".rstrip()
+            pad = " " * len(marker)
+            written.append("\n".join([head, *(pad + line if line else "" for line in lines)]))
+        return gap.join(written)
+
+    def html(self, content: str, depth: int, flat: bool) -> list[Block]:
+        """An HTML block's text, its tags, comments, scripts and styles gone, read as Markdown."""
+        text = _TAG.sub(_tag_gap, _RAW_TEXT.sub("", _COMMENT.sub("", content)))
+        # Indentation in HTML is layout, not Markdown: left in, it would make code blocks.
+        text = "\n".join(line.strip() for line in text.split("\n"))
+        if not text.strip():
+            return []
+        if depth >= _MAX_DEPTH:
+            return ["\n".join(line for line in text.split("\n") if line)]
+        return self.blocks(text, depth=depth + 1, flat=flat)
+
+    def front_matter(self, content: str, depth: int, flat: bool) -> list[Block]:
+        """A top `---` block: dropped when it is YAML front matter, else read as Markdown."""
+        try:
+            if isinstance(yaml.safe_load(content), dict):
+                return []
+        except yaml.YAMLError:
+            pass
+        if depth >= _MAX_DEPTH:
+            return [content]
+        return self.blocks(content, depth=depth + 1, flat=flat)
+
+
+def _tag_gap(match: re.Match[str]) -> str:
+    return "\n" if _BREAKING.fullmatch(match.group(1) or "") else ""
+
+
+def _inline(node: SyntaxTreeNode) -> str:
+    """Inline markup reduced to its text; code spans kept in backticks."""
+    parts: list[str] = []
+    for child in node.children:
+        kind = child.type
+        if kind == "text":
+            # What reads as a tag but is not valid HTML (`<Tabs.Item>`, `<a href=x">`) is markup.
+            parts.append(_TAG.sub("", child.content))
+        elif kind == "text_special":
+            parts.append(child.content)
+        elif kind == "code_inline":
+            parts.append(_code_span(child.content))
+        elif kind in ("softbreak", "hardbreak"):
+            parts.append("\n")
+        elif kind == "html_inline":
+            match = _TAG.fullmatch(child.content.strip())
+            parts.append(" " if match and _BREAKING.fullmatch(match.group(1) or "") else "")
+        elif not kind.startswith("footnote"):
+            parts.append(_inline(child))
+    return "".join(parts)
+
+
+def _paragraph(inline: SyntaxTreeNode) -> str:
+    lines = [line.strip() for line in _inline(inline).split("\n")]
+    # A line that would read as a fence in the passage text is escaped, so it stays prose.
+    return "\n".join("\\" + line if _FENCE_LIKE.match(line) else line for line in lines if line)
+
+
+def _heading_title(inline: SyntaxTreeNode) -> str:
+    """A heading as cited: its text, attributes such as `{#id}` dropped, spaces collapsed."""
+    return " ".join(_ATTRIBUTES.sub("", _inline(inline)).split())
+
+
+def _code_span(content: str) -> str:
+    ticks = "`" * (max((len(run) for run in re.findall(r"`+", content)), default=0) + 1)
+    pad = " " if content[:1] == "`" or content[-1:] == "`" else ""
+    return f"{ticks}{pad}{content}{pad}{ticks}"
+
+
+def _fenced(content: str, info: str, markup: str) -> str:
+    """A code block as a fence that no line of its content closes."""
+    char = "~" if markup.startswith("~") or "`" in info else "`"
+    runs = [
+        len(line.strip()) for line in content.split("\n") if line.strip() and not line.strip(" \t" + char)
+    ]
+    fence = char * max(3, max(runs, default=0) + 1)
+    body = content.removesuffix("\n")
+    return f"{fence}{info}\n{body}\n{fence}" if body else f"{fence}{info}\n{fence}"
+
+
+def _table(node: SyntaxTreeNode) -> str:
+    """A table as a pipe table: header, rule, then the body rows, cells as plain text."""
+    rows: list[str] = []
+    for section in node.children:
+        for row in section.children:
+            cells = [_cell(cell) for cell in row.children]
+            rows.append("| " + " | ".join(cells) + " |")
+            if section.type == "thead":
+                rows.append("| " + " | ".join("---" for _ in cells) + " |")
+    return "\n".join(rows)
+
+
+def _cell(cell: SyntaxTreeNode) -> str:
+    text = " ".join(_inline(cell.children[0]).split()) if cell.children else ""
+    return _UNESCAPED_PIPE.sub(r"\\|", text)

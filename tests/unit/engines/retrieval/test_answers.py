@@ -1,0 +1,227 @@
+"""What the retrieval engine answers: readable excerpts, whole code blocks, and `fetch`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app.domain.ports import AnswerEngine, Document
+from app.engines.retrieval.engine import MAX_ANSWER_CHARS, RetrievalEngine
+from app.knowledge.corpus import CorpusPassage
+
+pytestmark = pytest.mark.anyio
+
+SETTINGS = """---
+title: Configuration
+---
+
+# Configuration
+
+Every setting is read from an environment variable.
+
+## Reference
+
+| Variable | Default | Description |
+| --- | --- | --- |
+| `APP_PORT` | `8000` | Port the server listens on. |
+| `APP_HOST` | `127.0.0.1` | Address the server binds to. |
+| `APP_LOG_LEVEL` | `info` | Level of the log lines. |
+"""
+
+DEPLOY = """# Deploy
+
+## Build the image
+
+Build the container image with one command:
+
+```bash
+docker build -t app .
+```
+
+The image holds everything the service needs.
+
+## Generated manifest
+
+The manifest below is generated; never edit the manifest by hand.
+
+```yaml
+{manifest}
+```
+"""
+
+LONG = """# Throughput
+
+{sentences}
+"""
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    manifest = "\n".join(f"key_{n}: value number {n} of the generated manifest" for n in range(40))
+    sentences = " ".join(
+        f"Throughput sentence {n} explains how request units and partitions shape throughput limits."
+        for n in range(40)
+    )
+    (tmp_path / "settings.md").write_text(SETTINGS, encoding="utf-8")
+    (tmp_path / "deploy.md").write_text(DEPLOY.format(manifest=manifest), encoding="utf-8")
+    (tmp_path / "long.md").write_text(LONG.format(sentences=sentences), encoding="utf-8")
+    return tmp_path
+
+
+@pytest.fixture
+def engine(corpus: Path) -> RetrievalEngine:
+    return RetrievalEngine.build(corpus)
+
+
+@pytest.fixture
+def corpus_text(corpus: Path) -> str:
+    return "\n".join(path.read_text(encoding="utf-8") for path in corpus.glob("*.md"))
+
+
+@pytest.fixture
+def outside_files(corpus: Path) -> None:
+    (corpus.parent / "secret.md").write_text("# Secret\n", encoding="utf-8")
+    (corpus / "notes.json").write_text('{"not": "a document"}\n', encoding="utf-8")
+
+
+def fenced_blocks(text: str) -> list[str]:
+    return re.findall(r"```[^\n]*\n.*?\n```", text, flags=re.S)
+
+
+async def test_table_rows_are_answered_as_plain_lines(engine: RetrievalEngine) -> None:
+    answer = await engine.answer("Which port does the server listen on?", [])
+
+    assert answer.text.startswith(
+        "According to settings.md (Configuration > Reference):\n"
+        "- `APP_PORT` — Default: `8000`; Description: Port the server listens on."
+    )
+    assert "|" not in answer.text
+
+
+async def test_a_short_code_block_a_sentence_introduces_is_quoted_whole(engine: RetrievalEngine) -> None:
+    answer = await engine.answer("How do I build the container image?", [])
+
+    assert answer.text.startswith(
+        "According to deploy.md (Deploy > Build the image): Build the container image with one command:"
+    )
+    assert fenced_blocks(answer.text) == ["```bash\ndocker build -t app .\n```"]
+
+
+async def test_a_long_code_block_is_left_out_never_cut(engine: RetrievalEngine) -> None:
+    answer = await engine.answer("Can I edit the generated manifest by hand?", [])
+
+    assert answer.sources[0].heading == "Deploy > Generated manifest"
+    assert "never edit the manifest by hand" in answer.text
+    assert "```" not in answer.text
+    assert "key_0" not in answer.text
+
+
+async def test_answers_never_hold_table_pipes_or_cut_code(engine: RetrievalEngine, corpus_text: str) -> None:
+    questions = [
+        "Which port does the server listen on?",
+        "What is the default log level?",
+        "How do I build the container image?",
+        "What is in the generated manifest?",
+        "How do partitions shape throughput limits?",
+        "Which variable sets the host address?",
+    ]
+    for question in questions:
+        text = (await engine.answer(question, [])).text
+        assert text.count("```") % 2 == 0, question
+        assert all(block in corpus_text for block in fenced_blocks(text)), question
+        assert not any(line.lstrip().startswith("|") for line in text.splitlines()), question
+        assert len(text) <= MAX_ANSWER_CHARS, question
+
+
+async def test_a_long_passage_is_quoted_in_whole_sentences(engine: RetrievalEngine) -> None:
+    answer = await engine.answer("How do request units shape throughput limits?", [])
+
+    body = answer.text.split("\n\nSee also: ")[0]
+    assert len(answer.text) <= MAX_ANSWER_CHARS
+    assert body.endswith("throughput limits.")
+    assert "…" not in answer.text
+
+
+async def test_a_heading_only_match_quotes_the_sections_opening(engine: RetrievalEngine) -> None:
+    answer = await engine.answer("configuration", [])
+
+    assert answer.text.startswith(
+        "According to settings.md (Configuration): Every setting is read from an environment variable."
+    )
+
+
+async def test_answer_takes_a_progress_callback_and_ignores_it(engine: RetrievalEngine) -> None:
+    calls: list[float] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        calls.append(done)
+
+    as_port: AnswerEngine = engine
+    plain = await as_port.answer("Which port does the server listen on?", [])
+    told = await as_port.answer("Which port does the server listen on?", [], progress=progress)
+
+    assert told == plain
+
+
+async def test_fetch_returns_the_whole_file_without_front_matter(engine: RetrievalEngine) -> None:
+    document = await engine.fetch("settings.md", 100_000)
+
+    assert document == Document(
+        source="settings.md",
+        title="Configuration",
+        text=SETTINGS.split("---\n", 2)[2],
+        total_chars=len(SETTINGS.split("---\n", 2)[2]),
+    )
+    assert document is not None and not document.truncated
+
+
+async def test_fetch_titles_fall_back_to_the_first_heading(engine: RetrievalEngine) -> None:
+    document = await engine.fetch("deploy.md", 100_000)
+
+    assert document is not None
+    assert document.title == "Deploy"
+    assert document.text.startswith("# Deploy\n\n## Build the image")
+
+
+async def test_fetch_cuts_long_files_at_a_line_end(engine: RetrievalEngine) -> None:
+    whole = await engine.fetch("deploy.md", 100_000)
+    cut = await engine.fetch("deploy.md", 100)
+
+    assert whole is not None and cut is not None
+    assert cut.truncated
+    assert cut.total_chars == len(whole.text)
+    assert len(cut.text) <= 100
+    assert whole.text.startswith(cut.text)
+    assert whole.text[len(cut.text)] == "\n"
+
+
+@pytest.mark.usefixtures("outside_files")
+async def test_fetch_knows_only_the_files_it_loaded(engine: RetrievalEngine, corpus: Path) -> None:
+    assert await engine.fetch("missing.md", 1000) is None
+    assert await engine.fetch("../secret.md", 1000) is None
+    assert await engine.fetch(str(corpus / "settings.md"), 1000) is None
+    assert await engine.fetch("notes.json", 1000) is None
+
+
+async def test_an_engine_built_from_passages_fetches_nothing() -> None:
+    engine = RetrievalEngine.from_passages([CorpusPassage("a.md", "A", "Text.")])
+
+    assert await engine.fetch("a.md", 1000) is None
+
+
+async def test_see_also_points_at_other_pages_not_at_more_of_the_page_quoted() -> None:
+    engine = RetrievalEngine.from_passages(
+        [
+            CorpusPassage("tides.md", "Tides", "Tide tables list the high and low tide of every day."),
+            CorpusPassage("tides.md", "Tides > Springs", "Spring tide tables show the highest tide."),
+            CorpusPassage("tides.md", "Tides > Neaps", "Neap tide tables show the lowest tide."),
+            CorpusPassage("harbour.md", "Harbour", "The harbour office prints tide tables each month."),
+            CorpusPassage("winds.md", "Winds", "Trade winds blow from the east."),
+        ]
+    )
+    answer = await engine.answer("Where are the tide tables?", [])
+
+    assert [p.source for p in answer.sources] == ["tides.md", "harbour.md"]
+    assert answer.text.endswith("See also: harbour.md (Harbour)")
