@@ -1,21 +1,21 @@
 """The long-lived objects of a running Anvil: opened and closed by the app's one lifespan, read
 per request.
 
-`lifespan(...)` opens, in order, the conversation store, the answer engine (its index built off
-the event loop) and sign-in, assembles the services into a `Runtime`, starts the SDK's request
-managers, and yields `{"runtime": Runtime(...)}` as the ASGI lifespan state, which the server
-copies into every request's `scope["state"]`; the surfaces read it from there (`runtime_of`).
-Everything opened is closed again, in reverse order, at shutdown.
+`lifespan(...)` opens, in order, the conversation store, the served knowledge index and the
+answer engine, and sign-in, assembles the services into a `Runtime` (`app.runtime`), starts the
+SDK's request managers, and yields `{"runtime": Runtime(...)}` as the ASGI lifespan state, which
+the server copies into every request's `scope["state"]`; the surfaces read it from there
+(`runtime_of`). Everything opened is closed again, in reverse order, at shutdown. It composes:
+what each part does while it runs is the part's own (the index's life is `app.knowledge.served`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 from starlette.datastructures import State
@@ -25,9 +25,9 @@ from app.auth.opened import protected_resource_metadata
 from app.auth.setup import open_auth
 from app.domain.ask import AskService, HistoryLimits
 from app.domain.lifecycle import ConversationService
-from app.domain.ports import AnswerEngine, ConversationStore, IndexStatus, Verifier
+from app.domain.ports import AnswerEngine, ConversationStore, KnowledgeIndex
 from app.domain.turn_queue import TurnQueue
-from app.private_files import private_folder
+from app.runtime import Runtime
 from app.settings import Settings
 from app.settings.embeddings import EmbeddingSettings
 from app.settings.engines import EngineSettings
@@ -35,41 +35,10 @@ from app.stores.factory import open_store
 from app.telemetry.instruments import Telemetry
 from app.telemetry.traced import TracedEngine, TracedStore
 
-if TYPE_CHECKING:
-    from app.engines.retrieval.engine import RetrievalEngine
-    from app.knowledge.build import PendingVectors
-    from app.knowledge.refresh import IndexSource
-
 logger = logging.getLogger(__name__)
 
 #: The folder of the data folder that keeps the index built from `ANVIL_CORPUS_DIR`.
 INDEX_CACHE = "index-cache"
-
-
-@dataclass
-class Runtime:
-    """What the surfaces need at request time. `readiness` maps a check name to its probe."""
-
-    service: AskService
-    conversations: ConversationService
-    #: None when sign-in is off (`ANVIL_AUTH_MODE=none`): every caller is anonymous.
-    verifier: Verifier | None
-    #: The RFC 9728 protected-resource document; None when sign-in is off.
-    resource_metadata: dict[str, object] | None = None
-    readiness: dict[str, Callable[[], Awaitable[None]]] = field(default_factory=dict)
-    #: Records nothing unless an exporter is configured (`app.telemetry.setup`).
-    telemetry: Telemetry = field(default_factory=Telemetry.off)
-    #: The knowledge index being served, as it is now; None for an engine that reads none (echo).
-    knowledge: Callable[[], IndexStatus] | None = None
-
-
-def runtime_of(scope: Mapping[str, Any]) -> Runtime:
-    """The runtime the lifespan put in this request's state."""
-    state = scope.get("state")
-    runtime = state.get("runtime") if isinstance(state, dict) else None
-    if not isinstance(runtime, Runtime):
-        raise RuntimeError("Anvil has not started: the ASGI server did not run the app's lifespan")
-    return runtime
 
 
 async def open_engine(
@@ -78,139 +47,32 @@ async def open_engine(
     stack: AsyncExitStack,
     cache_dir: Path,
     telemetry: Telemetry,
-) -> tuple[AnswerEngine, Callable[[], IndexStatus] | None]:
-    """The configured answer engine, and what its knowledge index is (None for echo, which reads
-    none). The index is opened (`ANVIL_INDEX`, then refreshed every `ANVIL_INDEX_REFRESH_SECONDS`),
-    or built from the corpus folder and kept in `cache_dir`, off the event loop; its passages are
-    embedded in the background when they have no vectors yet.
-
-    The language-model engines answer from the same index (and embedder) as the embedded one.
-    """
+) -> tuple[AnswerEngine, KnowledgeIndex | None]:
+    """The configured answer engine and the knowledge it answers from (None for echo, which
+    reads none): the served index (`app.knowledge.served`), ranked by the embedded engine, which
+    the language-model engines retrieve through too."""
     if settings.answer_engine == "echo":
         from app.engines.echo import EchoEngine
 
         return EchoEngine(), None
     from app.engines.embeddings.factory import open_embedder
     from app.engines.retrieval.engine import RetrievalEngine
-    from app.knowledge.artifact import InvalidIndex
+    from app.knowledge.served import open_served
 
     embedder = await anyio.to_thread.run_sync(open_embedder, embeddings, settings)
     if embedder is not None:
         stack.callback(embedder.close)
-    pending: PendingVectors | None = None
-
-    if settings.index is not None:
-        from app.knowledge.refresh import source_of
-
-        private_folder(cache_dir)
-        source = source_of(settings.index, cache_dir)
-        try:
-            index, seen = await anyio.to_thread.run_sync(source.open)
-        except InvalidIndex as error:
-            raise RuntimeError(f"ANVIL_INDEX: {error}") from None
-        except OSError as error:
-            reason = error.strerror if error.strerror and error.filename else str(error)
-            raise RuntimeError(f"ANVIL_INDEX: cannot open {settings.index}: {reason}") from None
-        try:
-            index.check_embedder(None if embedder is None else embedder.name)
-        except InvalidIndex as error:
-            index.close()
-            raise RuntimeError(f"ANVIL_INDEX: {error}") from None
-        retrieval = RetrievalEngine(index, embedder)
-        if settings.index_refresh_seconds:
-            await _refresh(retrieval, source, seen, settings.index_refresh_seconds, stack, telemetry)
-    else:
-        corpus = settings.corpus_path()
-        if not corpus.is_dir():
-            raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of documents")
-        from app.knowledge.build import open_cached
-
-        index, pending = await anyio.to_thread.run_sync(
-            open_cached, corpus, cache_dir, settings.corpus_site, embedder
-        )
-        retrieval = RetrievalEngine.serving(index, embedder, corpus)
-    stack.callback(lambda: retrieval.index.close())
-    if pending is not None:
-        await _embed_in_background(retrieval, pending, stack)
-
-    def status() -> IndexStatus:
-        served = retrieval.index
-        embedded = served.passage_count if served.vectors is not None else 0
-        if pending is not None and served.vectors is None:
-            # Counted as served with vectors once swapped in, not as the last batch ends.
-            done = served.passage_count - pending.missing + pending.done
-            embedded = max(0, min(done, served.passage_count - 1))
-        return IndexStatus(
-            served.version,
-            served.passage_count,
-            served.document_count,
-            served.built_at,
-            embedder=None if embedder is None else embedder.name,
-            embedded=embedded,
-        )
-
+    served = await open_served(
+        settings, embedder, cache_dir, stack, refused=lambda: telemetry.instruments.index_refusals.add(1)
+    )
+    retrieval = RetrievalEngine(served, embedder)
     if settings.answer_engine == "retrieval":
-        return retrieval, status
+        return retrieval, retrieval
     from app.engines.chat import open_chat_engine
 
     engine = open_chat_engine(settings, retrieval)
     stack.push_async_callback(engine.aclose)
-    return engine, status
-
-
-async def _embed_in_background(
-    retrieval: RetrievalEngine, pending: PendingVectors, stack: AsyncExitStack
-) -> None:
-    """Embed the passages `pending` lacks in a worker thread, then serve the index with its
-    vectors; until then questions are ranked by words. Shutting down stops it between batches."""
-    from app.knowledge.build import EmbeddingCancelled
-
-    async def embed() -> None:
-        embedder = retrieval.embedder
-        logger.info(
-            "index: embedding %d passages with %s in the background; until it is done, questions "
-            "are ranked by words alone",
-            pending.missing,
-            None if embedder is None else embedder.name,
-        )
-        try:
-            index = await anyio.to_thread.run_sync(pending.run, abandon_on_cancel=True)
-            retrieval.swap(index)
-        except EmbeddingCancelled:
-            return
-        except Exception:  # the lexical index goes on serving
-            logger.exception("index: embedding the passages failed; questions stay ranked by words alone")
-            return
-        logger.info("index: %d passages embedded; questions are ranked by words and meaning", pending.missing)
-
-    tasks = await stack.enter_async_context(anyio.create_task_group())
-    tasks.start_soon(embed)
-    stack.callback(tasks.cancel_scope.cancel)
-    # Closed first (last in): the thread stops at its next batch.
-    stack.callback(pending.cancel)
-
-
-async def _refresh(
-    retrieval: RetrievalEngine,
-    source: IndexSource,
-    seen: Hashable | None,
-    interval: float,
-    stack: AsyncExitStack,
-    telemetry: Telemetry,
-) -> None:
-    """Swap `retrieval` to each new version of the index at `source`, looked for every `interval`
-    seconds until the stack closes; a new version that cannot be served is warned of and counted."""
-    from app.knowledge.refresh import IndexRefresher
-
-    def refused(reason: str) -> None:
-        logger.warning("index: kept serving version %s: %s", retrieval.index.version, reason)
-        telemetry.instruments.index_refusals.add(1)
-
-    refresher = IndexRefresher(source, retrieval.index, seen, retrieval.swap, refused)
-    tasks = await stack.enter_async_context(anyio.create_task_group())
-    tasks.start_soon(refresher.run, interval)
-    # Closed first (last in): the refreshing stops before the task group waits for it.
-    stack.callback(tasks.cancel_scope.cancel)
+    return engine, retrieval
 
 
 async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Telemetry) -> Runtime:
@@ -240,14 +102,12 @@ async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Tel
                 max_bytes=settings.history_max_bytes,
                 ttl_seconds=settings.history_ttl_seconds,
             ),
-            max_question_chars=settings.max_question_chars,
             max_conversations=settings.max_conversations_per_user,
             writers=writers,
         ),
         conversations=ConversationService(
             store,
             ttl_seconds=settings.history_ttl_seconds,
-            max_instructions_chars=settings.max_question_chars,
             max_conversations=settings.max_conversations_per_user,
             writers=writers,
         ),

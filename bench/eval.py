@@ -194,13 +194,14 @@ def engines(corpus: Path, rankings: list[str], cache_root: Path) -> dict[str, An
     sys.path.insert(0, str(ROOT))
     from app.engines.embeddings.local import LocalEmbedder
     from app.engines.retrieval.engine import RetrievalEngine
+    from app.knowledge.build import index_folder
 
     embedder = LocalEmbedder()
     cache = cache_root / corpus.resolve().name
     started = time.monotonic()
-    built = RetrievalEngine.build(corpus, cache, embedder=embedder)
-    print(f"eval: {corpus.name}: {built.passage_count} passages, ready in {time.monotonic() - started:.1f} s")
-    return {ranking: RetrievalEngine(built.index, embedder, ranking=ranking) for ranking in rankings}
+    index = index_folder(corpus, cache, embedder=embedder)
+    print(f"eval: {corpus.name}: {index.passage_count} passages, ready in {time.monotonic() - started:.1f} s")
+    return {ranking: RetrievalEngine(index, embedder, ranking=ranking) for ranking in rankings}
 
 
 def sources(reply: dict[str, Any]) -> list[str]:

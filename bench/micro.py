@@ -27,6 +27,7 @@ from app.domain.ports import Vectors
 from app.engines.retrieval.engine import RetrievalEngine
 from app.engines.retrieval.fusion import fuse, lexical_scores
 from app.engines.retrieval.rerank import rerank
+from app.knowledge.build import index_folder
 from app.knowledge.corpus import CorpusPassage
 from app.knowledge.index import PassageIndex, add_vectors
 from app.knowledge.tokens import tokenize, words
@@ -97,8 +98,8 @@ def generated_corpus(count: int) -> list[CorpusPassage]:
 
 
 def retrieval() -> None:
-    build = timed(lambda: RetrievalEngine.build(ROOT / "docs"), 5)
-    engine = RetrievalEngine.build(ROOT / "docs")
+    build = timed(lambda: index_folder(ROOT / "docs"), 5)
+    engine = RetrievalEngine(index_folder(ROOT / "docs"))
     query = timed(lambda: asyncio.run(engine.search(QUERIES[0], 5)), 50)
     answer = timed(lambda: asyncio.run(engine.answer(QUERIES[1], ())), 50)
     print(
@@ -106,8 +107,8 @@ def retrieval() -> None:
         f"search {query * 1e3:.2f} ms, answer {answer * 1e3:.2f} ms"
     )
     passages = generated_corpus(10_000)
-    build = timed(lambda: RetrievalEngine.from_passages(passages), 3)
-    big = RetrievalEngine.from_passages(passages)
+    build = timed(lambda: PassageIndex.from_passages(passages), 3)
+    big = RetrievalEngine(PassageIndex.from_passages(passages))
     query = timed(lambda: asyncio.run(big.search(QUERIES[0], 5)), 20)
     answer = timed(lambda: asyncio.run(big.answer(QUERIES[2], ())), 20)
     print(

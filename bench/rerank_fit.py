@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.engines.embeddings.local import LocalEmbedder  # noqa: E402
-from app.engines.retrieval.engine import RetrievalEngine  # noqa: E402
 from app.engines.retrieval.fusion import fuse, lexical_scores  # noqa: E402
 from app.engines.retrieval.rerank import WEIGHTS, candidates_of, features, keep_fused_pages  # noqa: E402
+from app.knowledge.build import index_folder  # noqa: E402
 from app.knowledge.tokens import tokenize, words  # noqa: E402
 
 #: Features that only ever make a passage likelier (+1) or less likely (-1); the rest are free.
@@ -70,7 +70,7 @@ Group = tuple[np.ndarray, np.ndarray, list[str], np.ndarray]
 
 def groups_of(corpus: Path, questions: dict[str, Any], embedder: LocalEmbedder, cache: Path) -> list[Group]:
     """Per question: candidate features, which are right, their files, and their fused scores."""
-    index = RetrievalEngine.build(corpus, cache / corpus.resolve().name, embedder=embedder).index
+    index = index_folder(corpus, cache / corpus.resolve().name, embedder=embedder)
     assert index.vectors is not None
     found: list[Group] = []
     for item in questions.get("single", []):

@@ -17,18 +17,14 @@ import anyio
 
 from app.domain.ask_types import AskRequest, AskResult
 from app.domain.conversation import (
-    CONVERSATION_ID_RULE,
     Conversation,
     Turn,
     conversation_key,
-    is_valid_conversation_id,
 )
 from app.domain.ports import (
     Answer,
     AnswerEngine,
     ConversationStore,
-    Document,
-    Passage,
     Progress,
     QuotaFull,
     Stored,
@@ -36,19 +32,13 @@ from app.domain.ports import (
 )
 from app.domain.principal import Principal
 from app.domain.quota import ensure_room, quota_exceeded
-from app.domain.receipts import CLIENT_REQUEST_ID_RULE, find_receipt, request_digest
+from app.domain.receipts import find_receipt, request_digest
 from app.domain.turn_queue import TurnQueue
-from app.errors import Conflict, InvalidInput, NotFound, Unavailable
+from app.errors import Conflict, Unavailable
 
 #: A write that keeps losing races gives up after this many attempts (each loss means another
 #: turn landed, so the conversation is making progress).
 MAX_WRITE_ATTEMPTS = 64
-
-#: The most passages one search returns.
-MAX_SEARCH_RESULTS = 50
-
-#: The most characters one fetch returns.
-MAX_FETCH_CHARS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +59,6 @@ class AskService:
         engine: AnswerEngine,
         *,
         limits: HistoryLimits | None = None,
-        max_question_chars: int = 8000,
         max_conversations: int | None = None,
         clock: Callable[[], float] = time.time,
         backoff: Callable[[int], float] | None = None,
@@ -78,7 +67,6 @@ class AskService:
         self.store = store
         self.engine = engine
         self.limits = limits or HistoryLimits()
-        self.max_question_chars = max_question_chars
         #: How many live conversations one user may keep (None: no limit).
         self.max_conversations = max_conversations
         self._clock = clock
@@ -94,49 +82,9 @@ class AskService:
         `progress` is handed to the engine. An engine that fails raises before anything is
         written: a failed answer never changes a conversation.
         """
-        self._validate(request)
         if principal is None or request.conversation_id is None:
             return await self._one_shot(principal, request, progress)
         return await self._continue(principal, request, request.conversation_id, progress)
-
-    async def search(self, text: str, max_results: int = 5) -> list[Passage]:
-        """Rank corpus passages for `text`; no history is involved."""
-        if not text.strip():
-            raise InvalidInput("searchText must not be empty: pass the words to look for.")
-        if len(text) > self.max_question_chars:
-            raise InvalidInput(f"searchText is longer than {self.max_question_chars} characters: shorten it.")
-        if not 1 <= max_results <= MAX_SEARCH_RESULTS:
-            raise InvalidInput(f"maxResults must be between 1 and {MAX_SEARCH_RESULTS} (got {max_results}).")
-        return await self.engine.search(text, max_results)
-
-    async def fetch(self, source: str, max_chars: int = 20_000) -> Document:
-        """The text of one corpus file, as named in a passage's `source`; `NotFound` otherwise."""
-        if not 1 <= max_chars <= MAX_FETCH_CHARS:
-            raise InvalidInput(f"maxChars must be between 1 and {MAX_FETCH_CHARS} (got {max_chars}).")
-        document = await self.engine.fetch(source, max_chars)
-        if document is None:
-            raise NotFound(
-                f"No source named {source!r} in the knowledge base: pass a source exactly as ask's "
-                "sources or search's results name it."
-            )
-        return document
-
-    def _validate(self, request: AskRequest) -> None:
-        if not request.question.strip():
-            raise InvalidInput("question must not be empty: pass the question to answer.")
-        if len(request.question) > self.max_question_chars:
-            raise InvalidInput(
-                f"question is {len(request.question)} characters long; the limit is "
-                f"{self.max_question_chars}: shorten it or split it into several questions."
-            )
-        if request.conversation_id is not None and not is_valid_conversation_id(request.conversation_id):
-            raise InvalidInput(f"Invalid conversationId: {CONVERSATION_ID_RULE}.")
-        if request.client_request_id is not None and not is_valid_conversation_id(request.client_request_id):
-            raise InvalidInput(f"Invalid clientRequestId: {CLIENT_REQUEST_ID_RULE}.")
-        if request.instructions is not None and len(request.instructions) > self.max_question_chars:
-            raise InvalidInput(
-                f"instructions are longer than {self.max_question_chars} characters: shorten them."
-            )
 
     async def _one_shot(
         self, principal: Principal | None, request: AskRequest, progress: Progress | None

@@ -13,12 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.domain.conversation import (
-    CONVERSATION_ID_RULE,
     Conversation,
     ConversationPage,
     Turn,
     conversation_key,
-    is_valid_conversation_id,
 )
 from app.domain.ports import ConversationStore, InvalidCursor, QuotaFull, VersionConflict
 from app.domain.principal import Principal
@@ -59,7 +57,6 @@ class ConversationService:
         store: ConversationStore,
         *,
         ttl_seconds: int,
-        max_instructions_chars: int = 8000,
         max_conversations: int | None = None,
         clock: Callable[[], float] = time.time,
         writers: TurnQueue | None = None,
@@ -68,7 +65,6 @@ class ConversationService:
         #: The `AskService`'s queue of writers, told of every delete (`TurnQueue.forget`).
         self.writers = writers or TurnQueue()
         self.ttl_seconds = ttl_seconds
-        self.max_instructions_chars = max_instructions_chars
         #: How many live conversations one user may keep (None: no limit).
         self.max_conversations = max_conversations
         self._clock = clock
@@ -78,12 +74,6 @@ class ConversationService:
     ) -> StartedConversation:
         """Create an empty conversation under a server-minted id, with optional instructions and title."""
         user = _require_user(principal, "Starting a conversation")
-        if instructions is not None and len(instructions) > self.max_instructions_chars:
-            raise InvalidInput(
-                f"instructions are longer than {self.max_instructions_chars} characters: shorten them."
-            )
-        if title is not None and (not title.strip() or len(title) > MAX_TITLE_CHARS):
-            raise InvalidInput(f"title must be 1 to {MAX_TITLE_CHARS} characters, or omitted.")
         await ensure_room(self.store, user.oid, user.tid, self.max_conversations)
         now = self._clock()
         for _ in range(3):  # a collision of 144 random bits does not happen; still, never overwrite
@@ -113,8 +103,6 @@ class ConversationService:
         """The caller's conversations, most recently updated first."""
         user = _require_user(principal, "Listing conversations")
         size = DEFAULT_LIST_LIMIT if limit is None else limit
-        if not 1 <= size <= MAX_LIST_LIMIT:
-            raise InvalidInput(f"limit must be between 1 and {MAX_LIST_LIMIT} (got {size}).")
         try:
             page = await self.store.list(user.oid, user.tid, limit=size, cursor=cursor)
         except InvalidCursor:
@@ -129,9 +117,6 @@ class ConversationService:
     ) -> tuple[Conversation, tuple[Turn, ...]]:
         """The conversation and its latest `limit` turns (all kept turns when omitted), oldest first."""
         user = _require_user(principal, "Reading a conversation")
-        _check_id(conversation_id)
-        if limit is not None and not 1 <= limit <= MAX_TURNS_LIMIT:
-            raise InvalidInput(f"limit must be between 1 and {MAX_TURNS_LIMIT} (got {limit}).")
         found = await self.store.get(user.oid, conversation_id)
         if found is None or found.conversation.tid != user.tid:
             raise not_found(conversation_id)
@@ -142,7 +127,6 @@ class ConversationService:
     async def delete(self, principal: Principal | None, conversation_id: str) -> bool:
         """Delete one conversation; False when there was nothing (of the caller's) to delete."""
         user = _require_user(principal, "Deleting a conversation")
-        _check_id(conversation_id)
         found = await self.store.get(user.oid, conversation_id)
         if found is None or found.conversation.tid != user.tid:
             return False
@@ -167,8 +151,3 @@ def _require_user(principal: Principal | None, operation: str) -> Principal:
             "without conversationId for one-shot answers."
         )
     return principal
-
-
-def _check_id(conversation_id: str) -> None:
-    if not is_valid_conversation_id(conversation_id):
-        raise InvalidInput(f"Invalid conversationId: {CONVERSATION_ID_RULE}.")

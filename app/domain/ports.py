@@ -2,11 +2,13 @@
 
 - `ConversationStore`: where conversations live (memory, SQLite, Cosmos DB).
 - `AnswerEngine`: what turns a question into an answer (retrieval, echo, a language model).
+- `KnowledgeIndex`: the documents answers come from: passages ranked for some words, a document
+  read whole, and what is served now (`IndexStatus`).
 - `Verifier`: what turns a bearer token into the caller it proves (dev issuer, Entra ID).
-- `IndexStatus`: what the served knowledge index is, for readiness.
 - `Embedder`: what turns passages and questions into vectors (local model, an embeddings API).
 
-Adapters implement them (`app/adapters/`); `create_app` chooses which, from the settings.
+The rooms beside the domain implement them (`app/stores/`, `app/engines/`, `app/auth/`); the
+composition root (`app/lifespan.py`) chooses which, from the settings.
 """
 
 from __future__ import annotations
@@ -252,12 +254,21 @@ class AnswerEngine(Protocol):
         """
         ...
 
+
+class KnowledgeIndex(Protocol):
+    """The documents Anvil answers from, as served now (one index, swapped whole when a new
+    version is served: a call finishes on the version it started on)."""
+
     async def search(self, text: str, max_results: int) -> list[Passage]:
         """The passages that best match `text`, best first, at most `max_results`."""
         ...
 
     async def fetch(self, source: str, max_chars: int) -> Document | None:
         """The text of corpus file `source` (as named in `Passage.source`), or None if unknown."""
+        ...
+
+    def status(self) -> IndexStatus:
+        """What is served now, for readiness."""
         ...
 
 

@@ -12,9 +12,9 @@ Every answer goes the same way:
 4. The reply's citations become `sources`, renumbered in the order they are cited; a reply that
    cites nothing has no sources.
 
-The model is called through the official `openai` SDK with retries off: a 429 or 503 becomes the
-"busy, retry in N s" error with the model's own wait, instead of a request that sleeps through
-it. The API key is handed to the SDK and never logged.
+The model is called through the official `openai` SDK with retries off
+(`app.engines.openai_client`): a 429 or 503 becomes the "busy, retry in N s" error with the
+model's own wait, instead of a request that sleeps through it.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from app.domain.ports import Answer, AnswerEngine, Document, Passage, PastExchange, Progress, Usage
-from app.errors import EngineFailed, busy
+from app.domain.ports import Answer, KnowledgeIndex, Passage, PastExchange, Progress, Usage
+from app.engines.openai_client import OpenAIEndpoint, Wording, failure
+from app.errors import EngineFailed
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -59,8 +60,13 @@ own, repeat it unchanged. Reply with the query alone."""
 #: Turns of the conversation the query rewrite sees; the newest matter most.
 REWRITE_TURNS = 3
 REWRITE_MAX_TOKENS = 64
-#: Fallback wait when a busy model names none.
-DEFAULT_RETRY_AFTER = 5.0
+#: How the model's errors read.
+WORDING = Wording(
+    "The language model",
+    credentials="the engine's key or role assignment",
+    unknown_model="the operator must check Anvil's engine settings",
+    refused="rephrase or shorten the question",
+)
 #: Progress notifications while the model writes are at least this far apart (seconds).
 PROGRESS_INTERVAL = 0.25
 
@@ -89,21 +95,21 @@ class ChatOptions:
 class ChatEngine:
     """An `AnswerEngine` that has a language model write grounded, cited answers.
 
-    `corpus` provides the passages (`search`) and documents (`fetch`); `client` is an
-    `openai.AsyncOpenAI` (or `AsyncAzureOpenAI`) with retries off.
+    `knowledge` provides the passages; `client` is an `openai.AsyncOpenAI` (or
+    `AsyncAzureOpenAI`) with retries off (`app.engines.openai_client`).
     """
 
     def __init__(
         self,
         name: str,
-        corpus: AnswerEngine,
+        knowledge: KnowledgeIndex,
         client: AsyncOpenAI,
         options: ChatOptions,
         *,
         close: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.name = name
-        self._corpus = corpus
+        self._knowledge = knowledge
         self._client = client
         self._options = options
         self._close = close
@@ -113,14 +119,6 @@ class ChatEngine:
         await self._client.close()
         if self._close is not None:
             await self._close()
-
-    async def search(self, text: str, max_results: int) -> list[Passage]:
-        """The corpus passages that best match `text` (the model is not involved)."""
-        return await self._corpus.search(text, max_results)
-
-    async def fetch(self, source: str, max_chars: int) -> Document | None:
-        """The text of one corpus file (the model is not involved)."""
-        return await self._corpus.fetch(source, max_chars)
 
     async def answer(
         self,
@@ -139,7 +137,7 @@ class ChatEngine:
             query, usage = await self._standalone_query(question, history)
         if progress is not None:
             await progress(1, None, "Searching the documentation")
-        passages = await self._corpus.search(query, self._options.passages)
+        passages = await self._knowledge.search(query, self._options.passages)
         messages, left_out = self.prompt(question, history, instructions, passages)
         if progress is None:
             text, spent = await self._complete(messages)
@@ -208,7 +206,7 @@ class ChatEngine:
                     extra_headers=options.extra_headers,
                 )
         except Exception as error:
-            raise _engine_error(error, options.timeout_seconds) from error
+            raise failure(error, WORDING, options.timeout_seconds) from error
         choice = response.choices[0] if response.choices else None
         text = (choice.message.content or "") if choice else ""
         if not text.strip():
@@ -253,7 +251,7 @@ class ChatEngine:
                             last_report = now
                             await progress(2 + written, None, "Writing the answer")
         except Exception as error:
-            raise _engine_error(error, options.timeout_seconds) from error
+            raise failure(error, WORDING, options.timeout_seconds) from error
         text = "".join(parts).strip()
         if not text:
             raise _empty_reply(finish)
@@ -299,91 +297,29 @@ def _empty_reply(finish_reason: str | None) -> EngineFailed:
     return EngineFailed(f"The language model returned no answer{why}; rephrase the question or ask again.")
 
 
-def _engine_error(error: Exception, timeout_seconds: float) -> Exception:
-    """The Anvil error for a failed model call; anything unrecognised passes through unchanged."""
-    import openai
-
-    if isinstance(error, openai.APITimeoutError | TimeoutError):
-        return EngineFailed(
-            f"The language model did not answer within {timeout_seconds:g} s; ask again, or ask "
-            "a narrower question."
-        )
-    if isinstance(error, openai.APIConnectionError):
-        return EngineFailed("Anvil could not reach the language model; ask again in a moment.")
-    if isinstance(error, openai.APIStatusError):
-        status = error.status_code
-        if status in (429, 503):
-            return busy("The language model", error.response.headers, DEFAULT_RETRY_AFTER)
-        if status in (401, 403):
-            logger.warning("The language model refused Anvil's credentials (HTTP %d)", status)
-            return EngineFailed(
-                f"The language model refused Anvil's credentials (HTTP {status}); the operator must "
-                "check the engine's key or role assignment."
-            )
-        if status == 404:
-            logger.warning("The language model endpoint answered 404: check the model or deployment name")
-            return EngineFailed(
-                "The language model endpoint does not know the configured model or deployment (HTTP "
-                "404); the operator must check Anvil's engine settings."
-            )
-        if 400 <= status < 500:
-            return EngineFailed(
-                f"The language model refused the request (HTTP {status}: {_reason(error)}); "
-                "rephrase or shorten the question."
-            )
-        return EngineFailed(f"The language model failed (HTTP {status}); ask again in a moment.")
-    return error
-
-
-def _reason(error: Any) -> str:
-    """The model's own error message, short and on one line."""
-    body = getattr(error, "body", None)
-    message = body.get("message") if isinstance(body, dict) else None
-    text = str(message or getattr(error, "message", "") or "no reason given")
-    return " ".join(text.split())[:200]
-
-
-def open_chat_engine(settings: EngineSettings, corpus: AnswerEngine) -> ChatEngine:
-    """The `openai` or `azure-openai` engine the settings describe, over `corpus`."""
-    import openai
-
-    common: dict[str, Any] = {"max_retries": 0, "timeout": settings.answer_timeout_seconds}
-    extra_headers: dict[str, Any] | None = None
-    close: Callable[[], Awaitable[None]] | None = None
-    client: AsyncOpenAI
+def open_chat_engine(settings: EngineSettings, knowledge: KnowledgeIndex) -> ChatEngine:
+    """The `openai` or `azure-openai` engine the settings describe, answering from `knowledge`."""
     if settings.answer_engine == "azure-openai":
         # Both are required by the settings for this engine.
         assert settings.azure_openai_deployment is not None and settings.azure_openai_endpoint is not None
         model = settings.azure_openai_deployment
-        if settings.azure_openai_api_key is not None:
-            client = openai.AsyncAzureOpenAI(
-                azure_endpoint=settings.azure_openai_endpoint,
-                api_version=settings.azure_openai_api_version,
-                api_key=settings.azure_openai_api_key.get_secret_value(),
-                **common,
-            )
-        else:
-            from azure.identity.aio import DefaultAzureCredential, get_bearer_token_provider
-
-            credential = DefaultAzureCredential()
-            close = credential.close
-            client = openai.AsyncAzureOpenAI(
-                azure_endpoint=settings.azure_openai_endpoint,
-                api_version=settings.azure_openai_api_version,
-                azure_ad_token_provider=get_bearer_token_provider(
-                    credential, "https://cognitiveservices.azure.com/.default"
-                ),
-                **common,
-            )
+        key = settings.azure_openai_api_key
+        endpoint = OpenAIEndpoint(
+            settings.answer_timeout_seconds,
+            key=None if key is None else key.get_secret_value(),
+            azure_endpoint=settings.azure_openai_endpoint,
+            api_version=settings.azure_openai_api_version,
+        )
     else:
         assert settings.openai_model is not None
         model = settings.openai_model
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
-        if key is None:
-            # An endpoint without keys (Ollama, a local vLLM): the SDK wants a key, and is told
-            # to send no Authorization header at all rather than a made-up one.
-            extra_headers = {"Authorization": openai.omit}
-        client = openai.AsyncOpenAI(base_url=settings.openai_base_url, api_key=key or "unused", **common)
+        key = settings.openai_api_key
+        endpoint = OpenAIEndpoint(
+            settings.answer_timeout_seconds,
+            base_url=settings.openai_base_url,
+            key=None if key is None else key.get_secret_value() or None,
+        )
+    client, close = endpoint.async_client()
     options = ChatOptions(
         model=model,
         max_output_tokens=settings.answer_max_output_tokens,
@@ -391,6 +327,6 @@ def open_chat_engine(settings: EngineSettings, corpus: AnswerEngine) -> ChatEngi
         history_tokens=settings.answer_history_tokens,
         passages=settings.answer_passages,
         timeout_seconds=settings.answer_timeout_seconds,
-        extra_headers=extra_headers,
+        extra_headers=endpoint.extra_headers,
     )
-    return ChatEngine(settings.answer_engine, corpus, client, options, close=close)
+    return ChatEngine(settings.answer_engine, knowledge, client, options, close=close)

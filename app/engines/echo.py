@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
+from app.domain.ports import Answer, PastExchange, Progress
 
 
 class EchoEngine:
@@ -27,11 +27,3 @@ class EchoEngine:
         if instructions is not None:
             text += f" [instructions: {instructions}]"
         return Answer(text=text)
-
-    async def search(self, text: str, max_results: int) -> list[Passage]:
-        """Always empty: the echo engine has no corpus."""
-        return []
-
-    async def fetch(self, source: str, max_chars: int) -> Document | None:
-        """Always None: the echo engine has no corpus."""
-        return None

@@ -6,7 +6,7 @@ import time
 
 from starlette.responses import JSONResponse
 
-from app.lifespan import Runtime
+from app.runtime import Runtime
 
 
 def liveness() -> dict[str, str]:
@@ -38,7 +38,7 @@ async def readiness(rt: Runtime, *, draining: bool = False) -> JSONResponse:
     ready = all(value == "ok" for value in checks.values())
     body: dict[str, object] = {"status": "ok" if ready else "unavailable", "checks": checks}
     if rt.knowledge is not None:
-        served = rt.knowledge()
+        served = rt.knowledge.status()
         body["index"] = {
             "version": served.version or None,
             "passages": served.passages,

@@ -20,7 +20,7 @@ from app.domain.ports import Verifier
 from app.domain.principal import Principal
 from app.errors import AuthError, InvalidInput, Unavailable
 from app.http.problems import error_response, problem_response
-from app.lifespan import runtime_of
+from app.runtime import runtime_of
 from app.telemetry.instruments import Telemetry
 from app.telemetry.spans import CurrentSpan
 

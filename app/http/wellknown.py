@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.http.problems import problem_response
-from app.lifespan import runtime_of
+from app.runtime import runtime_of
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 

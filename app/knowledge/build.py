@@ -238,12 +238,24 @@ def corpus_key(
     return digest.hexdigest()[:32]
 
 
-def cached_index(
-    corpus_dir: Path, cache_dir: Path, site: str | None = None, embedder: PassageEmbedder | None = None
+def index_folder(
+    corpus_dir: Path,
+    cache_dir: Path | None = None,
+    site: str | None = None,
+    embedder: PassageEmbedder | None = None,
 ) -> PassageIndex:
-    """`open_cached`, its vectors computed before it returns."""
-    index, pending = open_cached(corpus_dir, cache_dir, site, embedder)
-    return index if pending is None else pending.run()
+    """The index of every document under `corpus_dir`, its vectors computed before it returns
+    (blocking): in memory, or kept in `cache_dir` and opened from it while the folder is unchanged
+    (`open_cached`), its pages published under `site`."""
+    if cache_dir is not None:
+        index, pending = open_cached(corpus_dir, cache_dir, site, embedder)
+        return index if pending is None else pending.run()
+    files = read_corpus(corpus_dir)
+    urls = {f.source: url for f in files if (url := _url_of(site, f.source, f.published))}
+    arrays, content = build_arrays(files, urls=urls)
+    if embedder is not None:
+        add_vectors(arrays, content, embedder)
+    return PassageIndex.of_arrays(arrays, content)
 
 
 def open_cached(
@@ -306,7 +318,7 @@ class EmbeddingCancelled(Exception):
 
 class PendingVectors:
     """The vectors a lexical index still needs, computed by `run` (blocking, in batches, which
-    `cancel` stops between), then kept as `cached_index` keeps an index.
+    `cancel` stops between), then kept as `open_cached` keeps an index.
 
     What it has done is kept as it goes, and when it is cancelled or fails (`resume`), so that
     the next start embeds only what is still missing.

@@ -45,12 +45,12 @@ import app
 from app.errors import AnvilError
 from app.http.guard import first_header, read_body, replay_body
 from app.http.signin import principal_of
-from app.lifespan import runtime_of
 from app.mcp_server import spec_fixes
 from app.mcp_server.progress import wants_progress
 from app.operations.catalog import OPERATIONS
 from app.operations.operation import Call, Operation
 from app.operations.schemas import arguments_schema
+from app.runtime import runtime_of
 from app.settings.history import HistorySettings
 from app.settings.serve import HttpLimits
 from app.settings.telemetry import McpSpans
@@ -124,7 +124,7 @@ def build_mcp_server(settings: HistorySettings, *, spans: McpSpans) -> Server[An
             runtime_of(scope), principal_of(scope), ctx.session.report_progress if wants_progress else None
         )
         try:
-            arguments = operation.parse(params.arguments)
+            arguments = operation.parse(params.arguments, settings)
             output = await operation.handler(call, arguments)
         except AnvilError as error:
             # A caller's mistake or a passing outage: an info line (its kind, not its text, which

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.domain.ask_types import AskRequest
-from app.errors import AnvilError
+from app.errors import AnvilError, NotFound
 from app.operations.operation import Call, Operation, Route
 from app.operations.results import (
     AskOutput,
@@ -53,7 +53,8 @@ async def ask(call: Call, args: AskInput) -> AskOutput:
 
 
 async def search(call: Call, args: SearchInput) -> SearchOutput:
-    passages = await call.runtime.service.search(args.search_text, args.max_results)
+    knowledge = call.runtime.knowledge
+    passages = [] if knowledge is None else await knowledge.search(args.search_text, args.max_results)
     versions = {p.index_version for p in passages}
     return SearchOutput(
         results=[SearchHit.of(p) for p in passages],
@@ -67,7 +68,14 @@ def search_text(_: SearchInput, output: SearchOutput) -> str:
 
 
 async def fetch(call: Call, args: FetchInput) -> FetchOutput:
-    return FetchOutput.of(await call.runtime.service.fetch(args.source, args.max_chars))
+    knowledge = call.runtime.knowledge
+    document = None if knowledge is None else await knowledge.fetch(args.source, args.max_chars)
+    if document is None:
+        raise NotFound(
+            f"No source named {args.source!r} in the knowledge base: pass a source exactly as ask's "
+            "sources or search's results name it."
+        )
+    return FetchOutput.of(document)
 
 
 def fetch_text(_: FetchInput, output: FetchOutput) -> str:

@@ -12,11 +12,17 @@ from pydantic import BaseModel, ValidationError
 from app.domain.ask import AskService
 from app.domain.conversation import CONVERSATION_ID_RULE
 from app.domain.lifecycle import ConversationService
-from app.domain.ports import Progress
+from app.domain.ports import KnowledgeIndex, Progress
 from app.domain.principal import Principal
 from app.domain.receipts import CLIENT_REQUEST_ID_RULE
 from app.errors import InvalidInput
-from app.operations.schemas import NOT_BLANK, UNENCODABLE_TEXT, Arguments, configured_length
+from app.operations.schemas import (
+    NOT_BLANK,
+    UNENCODABLE_TEXT,
+    Arguments,
+    configured_length,
+    configured_texts,
+)
 from app.settings.history import HistorySettings
 from app.telemetry.instruments import Telemetry
 
@@ -25,13 +31,15 @@ Out = TypeVar("Out", bound=BaseModel)
 
 
 class Services(Protocol):
-    """The running services a handler calls. `app.lifespan.Runtime` is one: the catalog names
+    """The running services a handler calls. `app.runtime.Runtime` is one: the catalog names
     what it calls, not what opens it, so it stands beneath the lifespan and the surfaces."""
 
     @property
     def service(self) -> AskService: ...
     @property
     def conversations(self) -> ConversationService: ...
+    @property
+    def knowledge(self) -> KnowledgeIndex | None: ...
     @property
     def telemetry(self) -> Telemetry: ...
 
@@ -86,12 +94,23 @@ class Operation(Generic[In, Out]):
         """The description, with the settings in force where it names them."""
         return self.description if isinstance(self.description, str) else self.description(settings)
 
-    def parse(self, arguments: Mapping[str, Any] | None) -> In:
-        """The arguments checked against the model; `InvalidInput` naming every bad field."""
+    def parse(self, arguments: Mapping[str, Any] | None, settings: HistorySettings) -> In:
+        """The arguments checked against the model, and each text whose longest length is a
+        setting against the value `settings` configure: the one place arguments are checked.
+        `InvalidInput` naming every bad field."""
         try:
-            return self.arguments.model_validate(arguments or {})
+            parsed = self.arguments.model_validate(arguments or {})
         except ValidationError as error:
             raise InvalidInput(describe_invalid_arguments(self.name, error, self.arguments)) from None
+        too_long = [
+            f"{wire_name} is {length} characters long, more than the {limit} that "
+            f"{rule.environment_variable} allows: shorten it"
+            for wire_name, rule, text in configured_texts(parsed)
+            if (length := len(text)) > (limit := int(getattr(settings, rule.setting)))
+        ]
+        if too_long:
+            raise InvalidInput(f"Invalid arguments for {self.name}: {'; '.join(too_long)}.")
+        return parsed
 
 
 #: What a refused `cursor` is told, whether its shape or the store refused it.

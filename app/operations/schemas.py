@@ -6,7 +6,7 @@ schema a model reads and the check that runs are one and the same. Fields are sn
 Python and camelCase on the wire. A length that is a setting (`ANVIL_MAX_QUESTION_CHARS`) is
 marked `ConfiguredLength` on its field: `arguments_schema` states the configured value as
 `maxLength` in every published schema (the MCP `inputSchema`, the REST OpenAPI document), and
-the service refuses longer text with its own message, so both say the same number.
+`Operation.parse` refuses longer text, so both say the same number.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.domain.ask import MAX_FETCH_CHARS, MAX_SEARCH_RESULTS
 from app.domain.conversation import CONVERSATION_ID_PATTERN
 from app.domain.cursor import CURSOR_PATTERN, MAX_CURSOR_CHARS
 from app.domain.lifecycle import MAX_LIST_LIMIT, MAX_TITLE_CHARS, MAX_TURNS_LIMIT
@@ -36,8 +35,8 @@ UNENCODABLE_TEXT = "contains text that is not valid Unicode (an unpaired surroga
 @dataclass(frozen=True, slots=True)
 class ConfiguredLength:
     """Marks a text argument whose longest length is the setting `setting` (a `HistorySettings` field):
-    `arguments_schema` publishes the configured value as its `maxLength`, and the service checks
-    it. The model itself bounds such a field, where it needs a bound, by the setting's ceiling
+    `arguments_schema` publishes the configured value as its `maxLength`, and `Operation.parse`
+    checks it. The model itself bounds such a field, where it needs a bound, by the setting's ceiling
     (`MAX_TEXT_CHARS`), which no configuration exceeds."""
 
     setting: str
@@ -54,6 +53,22 @@ def configured_length(model: type[BaseModel], wire_name: str) -> ConfiguredLengt
             return next((rule for rule in field.metadata if isinstance(rule, ConfiguredLength)), None)
     return None
 
+
+def configured_texts(arguments: BaseModel) -> list[tuple[str, ConfiguredLength, str]]:
+    """Each text argument given whose longest length is a setting: its wire name, its rule, its text."""
+    found = []
+    for name, field in type(arguments).model_fields.items():
+        text = getattr(arguments, name)
+        rule = next((rule for rule in field.metadata if isinstance(rule, ConfiguredLength)), None)
+        if rule is not None and isinstance(text, str):
+            found.append((field.alias or name, rule, text))
+    return found
+
+
+#: The most passages one search returns.
+MAX_SEARCH_RESULTS = 50
+#: The most characters one fetch returns.
+MAX_FETCH_CHARS = 100_000
 
 #: `question`, `searchText` and `instructions`: at most ANVIL_MAX_QUESTION_CHARS characters.
 QUESTION_LENGTH = ConfiguredLength("max_question_chars")

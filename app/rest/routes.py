@@ -18,15 +18,15 @@ from starlette.responses import JSONResponse, Response
 from app.errors import InvalidInput
 from app.http.health import liveness, readiness
 from app.http.signin import principal_of
-from app.lifespan import runtime_of
 from app.operations.catalog import OPERATIONS
 from app.operations.operation import Call, Operation
 from app.rest.openapi import EVERY_PROBE, EVERY_ROUTE, documented_inputs, links_of, responses_of
+from app.runtime import runtime_of
 from app.settings.history import HistorySettings
 from app.settings.serve import HttpLimits
 
 
-def _endpoint(operation: Operation[Any, Any]) -> Any:
+def _endpoint(operation: Operation[Any, Any], history: HistorySettings) -> Any:
     status = operation.route.status_code
     takes_body = operation.route.method == "POST"
     # Query parameters that are not arguments are left alone (gateways and browsers add their
@@ -38,7 +38,7 @@ def _endpoint(operation: Operation[Any, Any]) -> Any:
         if takes_body:
             arguments.update(await _json_object(request))
         arguments.update(request.path_params)
-        parsed = operation.parse(arguments)
+        parsed = operation.parse(arguments, history)
         call = Call(runtime_of(request.scope), principal_of(request.scope))
         output = await operation.handler(call, parsed)
         return Response(
@@ -71,7 +71,7 @@ def add_routes(router: FastAPI, *, limits: HttpLimits, history: HistorySettings)
         route = operation.route
         router.add_api_route(
             route.path,
-            _endpoint(operation),
+            _endpoint(operation, history),
             methods=[route.method],
             response_model=operation.result,
             status_code=route.status_code,

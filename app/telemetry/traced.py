@@ -19,8 +19,6 @@ from app.domain.ports import (
     Answer,
     AnswerEngine,
     ConversationStore,
-    Document,
-    Passage,
     PastExchange,
     Progress,
     Stored,
@@ -203,9 +201,3 @@ class TracedEngine:
             if telemetry.capture_content:
                 span.set_attribute("gen_ai.output.messages", answer.text)
         return answer
-
-    async def search(self, text: str, max_results: int) -> list[Passage]:
-        return await self.inner.search(text, max_results)
-
-    async def fetch(self, source: str, max_chars: int) -> Document | None:
-        return await self.inner.fetch(source, max_chars)

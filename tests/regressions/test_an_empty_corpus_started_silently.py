@@ -5,6 +5,7 @@ folder, and a line in `/readyz`'s body."""
 from __future__ import annotations
 
 import os
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 import httpx
@@ -12,8 +13,10 @@ import pytest
 from support.anvil_server import AnvilServer, run_anvil
 from support.corpus_files import headers, warnings
 
-from app.engines.retrieval.engine import NO_MATCH_ANSWER, RetrievalEngine
+from app.engines.retrieval.engine import NO_MATCH_ANSWER
 from app.http.health import EMPTY_CORPUS
+from app.knowledge.served import open_served
+from app.settings import Settings
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="symbolic links as POSIX has them")
 
@@ -47,20 +50,31 @@ def test_an_empty_corpus_starts_warning_and_readyz_says_so(tmp_path: Path, conte
         ) in warnings(server)
 
 
-def test_the_engine_counts_its_documents_and_warns_when_there_are_none(
+async def served_documents(corpus: Path, data: Path) -> int:
+    """How many documents the index served from `corpus` holds."""
+    settings = Settings(corpus_dir=corpus, data_dir=data, embeddings="none")
+    async with AsyncExitStack() as stack:
+        served = await open_served(settings, None, data / "cache", stack)
+        return served.facts().documents
+
+
+@pytest.mark.anyio
+async def test_the_served_index_counts_its_documents_and_warns_when_there_are_none(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    (tmp_path / "empty.md").write_text("---\ntitle: Nothing here\n---\n", encoding="utf-8")
-    (tmp_path / "bad.md").write_bytes(b"\xff")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "empty.md").write_text("---\ntitle: Nothing here\n---\n", encoding="utf-8")
+    (corpus / "bad.md").write_bytes(b"\xff")
 
-    assert RetrievalEngine.build(tmp_path).document_count == 0
+    assert await served_documents(corpus, tmp_path / "data") == 0
     (warning,) = [r.getMessage() for r in caplog.records if "holds no" in r.message]
     assert warning == (
-        f"corpus: {tmp_path} holds no document with text, so every question will be "
+        f"corpus: {corpus} holds no document with text, so every question will be "
         "answered that nothing was found: add documents there, or set ANVIL_CORPUS_DIR"
     )
 
     caplog.clear()
-    (tmp_path / "bad.md").write_text("# Back\nNow readable.\n", encoding="utf-8")
-    assert RetrievalEngine.build(tmp_path).document_count == 1
+    (corpus / "bad.md").write_text("# Back\nNow readable.\n", encoding="utf-8")
+    assert await served_documents(corpus, tmp_path / "data") == 1
     assert not [r for r in caplog.records if "holds no" in r.message]

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from support.anvil_server import AnvilServer
 from support.corpus_files import fetch, search, skipped, sources, warnings
+from support.retrieval import engine_of
 
-from app.engines.retrieval.engine import NO_MATCH_ANSWER, RetrievalEngine
+from app.engines.retrieval.engine import NO_MATCH_ANSWER
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="symbolic links as POSIX has them")
 
@@ -94,7 +95,7 @@ async def test_fetch_and_search_never_reach_a_file_outside_through_a_link(
 ) -> None:
     (corpus / "link.md").symlink_to(outside / "secret.md")
     (corpus / "more").symlink_to(outside, target_is_directory=True)
-    engine = RetrievalEngine.build(corpus)
+    engine = engine_of(corpus)
 
     assert await engine.fetch("link.md", 10_000) is None
     assert await engine.fetch("more/secret.md", 10_000) is None
@@ -106,7 +107,7 @@ async def test_fetch_and_search_never_reach_a_file_outside_through_a_link(
 async def test_fetch_serves_what_was_read_at_start_up_whatever_the_folder_becomes(
     corpus: Path, outside: Path
 ) -> None:
-    engine = RetrievalEngine.build(corpus)
+    engine = engine_of(corpus)
     (corpus / "index.md").unlink()
     (corpus / "index.md").symlink_to(outside / "secret.md")
 

@@ -401,14 +401,15 @@ def test_the_30_document_says_the_same_bounds_and_statuses(document: dict[str, A
     ],
 )
 def test_a_refused_argument_is_told_the_rule_in_words(
-    operation: str, arguments: dict[str, Any], told: str
+    operation: str, arguments: dict[str, Any], told: str, tmp_path: Path
 ) -> None:
     from app.errors import InvalidInput
     from app.operations.catalog import OPERATIONS
+    from app.settings import Settings
 
     (found,) = [o for o in OPERATIONS if o.name == operation]
     with pytest.raises(InvalidInput) as refused:
-        found.parse(arguments)
+        found.parse(arguments, Settings(data_dir=tmp_path))
     assert told in refused.value.message
     # Neither the regex nor pydantic's number, which would not be the configured limit.
     assert "[^" not in refused.value.message and "32000" not in refused.value.message

@@ -147,7 +147,7 @@ def test_an_overlong_question_is_a_tool_error_and_stores_nothing(
     rest = ask_rest(server, token, "q" * 8001, conversation_id)
 
     assert result["isError"] is True
-    assert "the limit is 8000" in result["content"][0]["text"]
+    assert "question is 8001 characters long, more than the 8000" in result["content"][0]["text"]
     assert rest.status_code == 400
     assert rows_for(server.data_dir, conversation_id) == 0
 

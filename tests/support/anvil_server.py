@@ -170,11 +170,11 @@ def run_anvil(
 @functools.cache
 def _docs_index() -> Path:
     """The bundled docs' index, built once per test process by the product's own cache."""
-    from app.knowledge.build import cached_index
+    from app.knowledge.build import index_folder
     from app.settings.engines import EngineSettings
 
     cache = Path(tempfile.mkdtemp(prefix="anvil-docs-index-"))
-    cached_index(EngineSettings().corpus_path(), cache).close()
+    index_folder(EngineSettings().corpus_path(), cache).close()
     (built,) = cache.iterdir()
     return built
 

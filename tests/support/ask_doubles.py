@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 
 from app.domain.conversation import Conversation, Turn
-from app.domain.ports import Answer, Document, Passage, PastExchange, Progress, Stored, VersionConflict
+from app.domain.ports import Answer, PastExchange, Progress, Stored, VersionConflict
 from app.domain.principal import Principal
 from app.engines.echo import EchoEngine
 from app.stores.memory import MemoryStore
@@ -120,7 +120,6 @@ class RecordingEngine:
 
     def __init__(self, *, yielding: bool = False) -> None:
         self.calls: list[EngineCall] = []
-        self.searches: list[tuple[str, int]] = []
         self.progress: list[Progress | None] = []
         self.yielding = yielding
         #: Answered (or raised) instead of the echo, once each, in order.
@@ -147,14 +146,6 @@ class RecordingEngine:
                 raise scripted
             return scripted
         return await self._echo.answer(question, history, instructions)
-
-    async def fetch(self, source: str, max_chars: int) -> Document | None:
-        text = "Whole guide text."
-        return Document(source, "Guide", text[:max_chars], len(text)) if source == "guide.md" else None
-
-    async def search(self, text: str, max_results: int) -> list[Passage]:
-        self.searches.append((text, max_results))
-        return [Passage("guide.md", "Heading", f"about {text}", 1.0)]
 
 
 def stored_key(memory: MemoryStore, principal: Principal, conversation_id: str) -> str:

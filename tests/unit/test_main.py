@@ -9,8 +9,8 @@ import pytest
 from support.asgi import client
 
 from app.domain.principal import Principal
-from app.lifespan import Runtime
 from app.main import create_app
+from app.runtime import Runtime
 from app.settings import Settings
 from app.stores.sqlite_schema import StartupError
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from app.domain.ports import Embedder
+from app.engines.openai_client import OpenAIEndpoint
 from app.settings.embeddings import EmbeddingSettings
 from app.settings.engines import EngineSettings
 
@@ -21,64 +20,44 @@ def open_embedder(settings: EmbeddingSettings, engine: EngineSettings) -> Embedd
         from app.engines.embeddings.local import LocalEmbedder
 
         return LocalEmbedder(settings.embeddings_model, batch_size=settings.embeddings_batch_size)
-    import openai
-
     from app.engines.embeddings.remote import RemoteEmbedder
 
-    client: openai.OpenAI
-    common: dict[str, Any] = {"max_retries": 0, "timeout": TIMEOUT_SECONDS}
     dimensions = settings.embeddings_dimensions
     suffix = "" if dimensions is None else f"@{dimensions}"
     if settings.embeddings == "azure-openai":
         deployment = settings.azure_openai_embedding_deployment
-        endpoint = engine.azure_openai_endpoint
-        if deployment is None or endpoint is None:
+        if deployment is None or engine.azure_openai_endpoint is None:
             raise ValueError(
                 "ANVIL_EMBEDDINGS=azure-openai needs ANVIL_AZURE_OPENAI_ENDPOINT and "
                 "ANVIL_AZURE_OPENAI_EMBEDDING_DEPLOYMENT"
             )
-        close = None
-        if engine.azure_openai_api_key is not None:
-            client = openai.AzureOpenAI(
-                azure_endpoint=endpoint,
-                api_version=engine.azure_openai_api_version,
-                api_key=engine.azure_openai_api_key.get_secret_value(),
-                **common,
-            )
-        else:
-            from azure.identity import DefaultAzureCredential, get_bearer_token_provider
-
-            credential = DefaultAzureCredential()
-            close = credential.close
-            client = openai.AzureOpenAI(
-                azure_endpoint=endpoint,
-                api_version=engine.azure_openai_api_version,
-                azure_ad_token_provider=get_bearer_token_provider(
-                    credential, "https://cognitiveservices.azure.com/.default"
-                ),
-                **common,
-            )
-        return RemoteEmbedder(
-            f"azure-openai:{deployment}{suffix}",
-            client,
-            deployment,
-            dimensions=dimensions,
-            batch_size=settings.embeddings_batch_size,
-            close=close,
+        azure_key = engine.azure_openai_api_key
+        endpoint = OpenAIEndpoint(
+            TIMEOUT_SECONDS,
+            key=None if azure_key is None else azure_key.get_secret_value(),
+            azure_endpoint=engine.azure_openai_endpoint,
+            api_version=engine.azure_openai_api_version,
         )
-    assert settings.embeddings_model is not None  # required by the settings for this embedder
-    secret = settings.embeddings_api_key or engine.openai_api_key
-    key = (secret.get_secret_value() if secret is not None else None) or None
-    client = openai.OpenAI(
-        base_url=settings.embeddings_base_url or engine.openai_base_url, api_key=key or "unused", **common
-    )
+        name, model, input_type = f"azure-openai:{deployment}{suffix}", deployment, False
+    else:
+        assert settings.embeddings_model is not None  # required by the settings for this embedder
+        secret = settings.embeddings_api_key or engine.openai_api_key
+        endpoint = OpenAIEndpoint(
+            TIMEOUT_SECONDS,
+            base_url=settings.embeddings_base_url or engine.openai_base_url,
+            key=(secret.get_secret_value() if secret is not None else None) or None,
+        )
+        name, model = f"openai:{settings.embeddings_model}{suffix}", settings.embeddings_model
+        input_type = settings.embeddings_input_type
+    client, close = endpoint.client()
     return RemoteEmbedder(
-        f"openai:{settings.embeddings_model}{suffix}",
+        name,
         client,
-        settings.embeddings_model,
+        model,
         dimensions=dimensions,
         batch_size=settings.embeddings_batch_size,
-        input_type=settings.embeddings_input_type,
-        # An endpoint without keys: send no Authorization header rather than a made-up one.
-        extra_headers={"Authorization": openai.omit} if key is None else None,
+        input_type=input_type,
+        extra_headers=endpoint.extra_headers,
+        close=close,
+        timeout=endpoint.timeout,
     )

@@ -15,13 +15,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.domain.ports import Vectors
-from app.errors import EngineFailed, busy
+from app.engines.openai_client import Wording, failure
+from app.errors import EngineFailed
 
 if TYPE_CHECKING:
     from openai import OpenAI
-
-#: The wait suggested when a busy endpoint says nothing about when to come back.
-DEFAULT_RETRY_AFTER = 5.0
 
 
 class RemoteEmbedder:
@@ -38,6 +36,7 @@ class RemoteEmbedder:
         input_type: bool = False,
         extra_headers: dict[str, Any] | None = None,
         close: Callable[[], None] | None = None,
+        timeout: float = 60.0,
     ) -> None:
         self.name = name
         self.batch_size = batch_size
@@ -47,6 +46,8 @@ class RemoteEmbedder:
         self._input_type = input_type
         self._extra_headers = extra_headers
         self._close = close
+        #: The client's bound on each call, named when one is exceeded.
+        self._timeout = timeout
 
     def embed(self, texts: Sequence[str], *, query: bool) -> Vectors:
         import openai
@@ -63,7 +64,7 @@ class RemoteEmbedder:
                 extra_headers=self._extra_headers,
             )
         except openai.OpenAIError as error:
-            raise _embedder_error(error) from error
+            raise failure(error, WORDING, self._timeout) from error
         rows = sorted(reply.data, key=lambda item: item.index)
         if len(rows) != len(texts):
             raise EngineFailed(
@@ -92,27 +93,9 @@ class RemoteEmbedder:
             self._close()
 
 
-def _embedder_error(error: Exception) -> Exception:
-    """The Anvil error for a failed embeddings call."""
-    import openai
-
-    if isinstance(error, openai.APITimeoutError):
-        return EngineFailed("The embeddings endpoint did not answer in time; ask again.")
-    if isinstance(error, openai.APIConnectionError):
-        return EngineFailed("Anvil could not reach the embeddings endpoint; ask again in a moment.")
-    if isinstance(error, openai.APIStatusError):
-        status = error.status_code
-        if status in (429, 503):
-            return busy("The embeddings endpoint", error.response.headers, DEFAULT_RETRY_AFTER)
-        if status in (401, 403):
-            return EngineFailed(
-                f"The embeddings endpoint refused Anvil's credentials (HTTP {status}); the operator must "
-                "check the embedder's key or role assignment."
-            )
-        if status == 404:
-            return EngineFailed(
-                "The embeddings endpoint does not know the configured model or deployment (HTTP 404); "
-                "check ANVIL_EMBEDDINGS_MODEL or ANVIL_AZURE_OPENAI_EMBEDDING_DEPLOYMENT."
-            )
-        return EngineFailed(f"The embeddings endpoint failed (HTTP {status}); ask again in a moment.")
-    return EngineFailed(f"The embeddings call failed: {error}")
+#: How the endpoint's errors read.
+WORDING = Wording(
+    "The embeddings endpoint",
+    credentials="the embedder's key or role assignment",
+    unknown_model="check ANVIL_EMBEDDINGS_MODEL or ANVIL_AZURE_OPENAI_EMBEDDING_DEPLOYMENT",
+)

@@ -12,14 +12,22 @@ against what the corpus itself scores (`hybrid.refuse`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 
 import anyio
 import numpy as np
 
-from app.domain.ports import Answer, Document, Embedder, Passage, PastExchange, Progress, Vectors
+from app.domain.ports import (
+    Answer,
+    Document,
+    Embedder,
+    IndexStatus,
+    Passage,
+    PastExchange,
+    Progress,
+    Vectors,
+)
 from app.engines.retrieval.excerpts import Excerpt, Unit, choose, fit, shorten, units_of
 from app.engines.retrieval.follow_ups import borrowed, cited_page, looks_like_follow_up, refers_back
 from app.engines.retrieval.fusion import (
@@ -34,11 +42,9 @@ from app.engines.retrieval.fusion import (
 )
 from app.engines.retrieval.rerank import rerank
 from app.errors import AnvilError
-from app.knowledge.build import cached_index
-from app.knowledge.corpus import CorpusPassage
-from app.knowledge.corpus_files import read_corpus
-from app.knowledge.index import PassageIndex, add_vectors
+from app.knowledge.index import PassageIndex
 from app.knowledge.lexical import Scores, top
+from app.knowledge.served import ServedIndex
 from app.knowledge.tokens import tokenize, words
 
 __all__ = [
@@ -71,78 +77,55 @@ _COVERAGE_DEPTH = 3
 
 
 class RetrievalEngine:
-    """Answers from a knowledge index: BM25 over heading-level passages, with cited excerpts.
+    """Answers from the served knowledge index (an `AnswerEngine`), and serves its passages and
+    documents (a `KnowledgeIndex`): BM25 over heading-level passages, with cited excerpts.
 
-    Made from an opened index, from a folder (`build`) or from bare passages (`from_passages`).
     With an `embedder` and an index holding its vectors, each question is embedded and ranked
     `hybrid` (or otherwise: `ranking`, for measuring) in a worker thread; by words alone, the
-    ranking runs inline and is fast.
+    ranking runs inline and is fast. A call reads the served index once, when it starts, and
+    finishes on it whatever is swapped in meanwhile.
     """
 
     name = "retrieval"
 
     def __init__(
-        self, index: PassageIndex, embedder: Embedder | None = None, *, ranking: Ranking = "hybrid"
+        self,
+        served: ServedIndex | PassageIndex,
+        embedder: Embedder | None = None,
+        *,
+        ranking: Ranking = "hybrid",
     ) -> None:
+        if isinstance(served, PassageIndex):
+            served = ServedIndex(served, None if embedder is None else embedder.name)
+        self.served = served
         self.embedder = embedder
         self._mode: Ranking = ranking if embedder is not None else "lexical"
-        self._ranking = _Ranking(index, self._mode)
+        self._ranking = _Ranking(served.index, self._mode)
 
     @property
     def index(self) -> PassageIndex:
         """The index being served."""
-        return self._ranking.index
+        return self.served.index
 
-    def swap(self, index: PassageIndex) -> None:
-        """Serve `index` from now on; `InvalidIndex` (and the old one kept) when its vectors come
-        from another embedder than this engine's. A question already being answered finishes on
-        the index it started on: each call takes the ranking of one index, whole, when it starts."""
-        index.check_embedder(None if self.embedder is None else self.embedder.name)
-        self._ranking = _Ranking(index, self._mode)
+    def _current(self) -> _Ranking:
+        """The ranking of the index served now (made again once another is swapped in)."""
+        ranking = self._ranking
+        index = self.served.index
+        if ranking.index is not index:
+            ranking = self._ranking = _Ranking(index, self._mode)
+        return ranking
 
-    @classmethod
-    def build(
-        cls,
-        corpus_dir: Path,
-        cache_dir: Path | None = None,
-        site: str | None = None,
-        embedder: Embedder | None = None,
-    ) -> RetrievalEngine:
-        """Index every document under `corpus_dir` (blocking; run off-loop): in memory, or kept
-        in `cache_dir` and opened from it while the folder is unchanged (its pages published
-        under `site`, if given; its passages embedded by `embedder`, if given, before it returns).
-
-        A corpus that holds no document with text is indexed all the same (every question is then
-        answered `NO_MATCH_ANSWER`), with a warning naming the folder.
-        """
-        if cache_dir is None:
-            index = PassageIndex.from_files(read_corpus(corpus_dir))
-            if embedder is not None:
-                arrays, content = index.sections(), dict(index.content)
-                add_vectors(arrays, content, embedder)
-                index = PassageIndex.of_arrays(arrays, content)
-        else:
-            index = cached_index(corpus_dir, cache_dir, site, embedder)
-        return cls.serving(index, embedder, corpus_dir)
-
-    @classmethod
-    def serving(
-        cls, index: PassageIndex, embedder: Embedder | None, corpus: Path | None = None
-    ) -> RetrievalEngine:
-        """The engine of a corpus's index (warning when the corpus holds no document)."""
-        engine = cls(index, embedder)
-        if not engine.document_count:
-            logger.warning(
-                "corpus: %s holds no document with text, so every question will be "
-                "answered that nothing was found: add documents there, or set ANVIL_CORPUS_DIR",
-                corpus or "the corpus",
-            )
-        return engine
-
-    @classmethod
-    def from_passages(cls, passages: Iterable[CorpusPassage]) -> RetrievalEngine:
-        """Index the given passages (no files behind them: `fetch` finds nothing)."""
-        return cls(PassageIndex.from_passages(passages))
+    def status(self) -> IndexStatus:
+        """What is served now (`KnowledgeIndex.status`)."""
+        facts = self.served.facts()
+        return IndexStatus(
+            facts.version,
+            facts.passages,
+            facts.documents,
+            facts.built_at,
+            embedder=facts.embedder,
+            embedded=facts.embedded,
+        )
 
     @property
     def passage_count(self) -> int:
@@ -156,7 +139,7 @@ class RetrievalEngine:
 
     async def search(self, text: str, max_results: int) -> list[Passage]:
         """The passages that best match `text`, best first, at most `max_results` (never zero-score)."""
-        ranking = self._ranking
+        ranking = self._current()
         if not self._embeds(ranking):
             return ranking.search(text, max_results)
         return await anyio.to_thread.run_sync(
@@ -166,7 +149,7 @@ class RetrievalEngine:
     async def fetch(self, source: str, max_chars: int) -> Document | None:
         """The text of corpus file `source` (front matter stripped), cut at a line end to at most
         `max_chars` characters; None for anything that is not a file of the corpus."""
-        return self._ranking.fetch(source, max_chars)
+        return self._current().fetch(source, max_chars)
 
     async def answer(
         self,
@@ -178,7 +161,7 @@ class RetrievalEngine:
     ) -> Answer:
         """Answer from the best passage for `question`, citing it (`instructions` and `progress`
         change nothing). A follow-up is embedded with the question it follows."""
-        ranking = self._ranking
+        ranking = self._current()
         if not self._embeds(ranking):
             return ranking.answer(question, history)
         texts = [question]

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
 from support.exchange import Exchange
+from support.knowledge import FixedKnowledge
 from support.openai_server import FakeOpenAI, running_openai
 
-from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
+from app.domain.ports import Passage
 from app.engines.chat import (
     INSTRUCTIONS_HEADER,
     ChatEngine,
@@ -31,35 +32,13 @@ PASSAGES = (
 )
 
 
-class Corpus:
-    """Always the same passages; remembers what it was searched for."""
-
-    name = "corpus"
-
-    def __init__(self) -> None:
-        self.queries: list[str] = []
-
-    async def answer(
-        self,
-        question: str,
-        history: Sequence[PastExchange],
-        instructions: str | None = None,
-        *,
-        progress: Progress | None = None,
-    ) -> Answer:
-        raise AssertionError("the model engine never asks the corpus for an answer")
-
-    async def search(self, text: str, max_results: int) -> list[Passage]:
-        self.queries.append(text)
-        return list(PASSAGES[:max_results])
-
-    async def fetch(self, source: str, max_chars: int) -> Document | None:
-        return Document(source, "Title", "Body"[:max_chars], 4) if source == "a.md" else None
+def corpus() -> FixedKnowledge:
+    return FixedKnowledge(PASSAGES)
 
 
 def engine(history_tokens: int = 3000, client: openai.AsyncOpenAI | None = None) -> ChatEngine:
     client = client or openai.AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9/v1")
-    return ChatEngine("openai", Corpus(), client, ChatOptions(model="m", history_tokens=history_tokens))
+    return ChatEngine("openai", corpus(), client, ChatOptions(model="m", history_tokens=history_tokens))
 
 
 def test_citations_are_renumbered_in_order_of_use_and_unknown_numbers_dropped() -> None:
@@ -107,14 +86,6 @@ def test_a_prompt_without_passages_says_none_match() -> None:
     assert "none of the documentation matches" in str(messages[-1]["content"])
 
 
-async def test_search_and_fetch_go_to_the_corpus_not_the_model() -> None:
-    chat = engine()
-    assert await chat.search("alpha", 2) == list(PASSAGES[:2])
-    document = await chat.fetch("a.md", 100)
-    assert document is not None and document.title == "Title"
-    assert await chat.fetch("missing.md", 100) is None
-
-
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeOpenAI]:
     with running_openai() as server:
@@ -123,7 +94,7 @@ def fake() -> Iterator[FakeOpenAI]:
 
 async def test_an_endpoint_without_a_key_gets_no_authorization_header(fake: FakeOpenAI) -> None:
     settings = Settings(answer_engine="openai", openai_base_url=f"{fake.url}/v1", openai_model="m")
-    chat = open_chat_engine(settings, Corpus())
+    chat = open_chat_engine(settings, corpus())
     try:
         answer = await chat.answer("What is alpha?", [])
     finally:
@@ -161,7 +132,7 @@ async def test_azure_without_a_key_signs_in_with_entra_and_closes_the_credential
     settings = Settings(
         answer_engine="azure-openai", azure_openai_endpoint=fake.url, azure_openai_deployment="dep"
     )
-    chat = open_chat_engine(settings, Corpus())
+    chat = open_chat_engine(settings, corpus())
     try:
         await chat.answer("What is alpha?", [])
     finally:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from support.exchange import Exchange
 from support.openai_server import FakeOpenAI, Reply, running_openai
+from support.retrieval import engine_of
 
 from app.engines.chat import open_chat_engine
 from app.engines.embeddings.local import LocalEmbedder
@@ -33,7 +34,7 @@ def corpora(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Retrieva
     for name, text in PAGES.items():
         (folder / name).write_text(text, encoding="utf-8")
     embedder = LocalEmbedder()
-    hybrid = RetrievalEngine.build(folder, tmp_path_factory.mktemp("cache"), embedder=embedder)
+    hybrid = engine_of(folder, tmp_path_factory.mktemp("cache"), embedder=embedder)
     yield hybrid, RetrievalEngine(hybrid.index, embedder, ranking="lexical")
     hybrid.index.close()
 

@@ -33,7 +33,3 @@ async def test_instructions_are_appended() -> None:
     answer = await EchoEngine().answer("again", history, instructions="Be brief.")
 
     assert answer.text == "Echo: again (turn 2; previous question: first) [instructions: Be brief.]"
-
-
-async def test_search_is_always_empty() -> None:
-    assert await EchoEngine().search("anything", 10) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -12,8 +13,8 @@ from support.asgi import client
 
 from app.domain.ports import IndexStatus
 from app.http.health import EMPTY_CORPUS, liveness, readiness
-from app.lifespan import Runtime
 from app.main import create_app
+from app.runtime import Runtime
 from app.settings import Settings
 
 pytestmark = pytest.mark.anyio
@@ -35,7 +36,7 @@ def runtime(tmp_path: Path, probes: dict[str, Any], documents: int | None = None
         conversations=cast(Any, None),
         verifier=None,
         readiness=probes,
-        knowledge=None if documents is None else (lambda: served),
+        knowledge=None if documents is None else cast(Any, SimpleNamespace(status=lambda: served)),
     )
 
 

@@ -19,7 +19,7 @@ from app.domain.ports import Verifier
 from app.domain.principal import Principal
 from app.errors import Unavailable
 from app.http.signin import BearerAuthMiddleware, principal_of
-from app.lifespan import Runtime
+from app.runtime import Runtime
 
 pytestmark = pytest.mark.anyio
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from support.corpus_files import skipped
+from support.retrieval import engine_of
 
-from app.engines.retrieval.engine import RetrievalEngine
 from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages
 from app.knowledge.corpus_files import read_corpus
 from app.knowledge.readers.documents import SUFFIXES, UnreadableDocument, read_document
@@ -202,7 +202,7 @@ async def test_an_answer_from_a_folder_of_every_format_cites_the_document_that_h
     write(tmp_path, "hardware/flux.rst", CALIBRATION_RST)
     write(tmp_path, "security/keys.html", KEYS_HTML)
     write(tmp_path, "notes.txt", "Notes\n\nThe reactor is in the basement.\n")
-    engine = RetrievalEngine.build(tmp_path)
+    engine = engine_of(tmp_path)
 
     assert engine.document_count == 4
     calibrate = await engine.answer("How often do I calibrate the flux capacitor?", ())

@@ -9,11 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from support.retrieval import engine_of
 
 from app.domain.ports import Passage
 from app.engines.retrieval.engine import RetrievalEngine
 from app.knowledge import build as build_module
-from app.knowledge.build import Source, build, cached_index, page_url, read_sources
+from app.knowledge.build import Source, build, index_folder, page_url, read_sources
 from app.knowledge.index import PassageIndex
 
 pytestmark = pytest.mark.anyio
@@ -32,7 +33,7 @@ QUESTIONS = [
 def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[RetrievalEngine, RetrievalEngine]:
     path = tmp_path_factory.mktemp("index") / "docs.anvilidx"
     build([Source(DOCS)], path)
-    return RetrievalEngine.build(DOCS), RetrievalEngine(PassageIndex.open(path))
+    return engine_of(DOCS), RetrievalEngine(PassageIndex.open(path))
 
 
 @pytest.mark.parametrize("question", QUESTIONS)
@@ -73,7 +74,7 @@ def test_an_unchanged_folder_opens_its_cached_index_and_a_change_rebuilds_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder, cache = corpus(tmp_path), tmp_path / "cache"
-    first = cached_index(folder, cache)
+    first = index_folder(folder, cache)
     (cached,) = cache.iterdir()
     writes: list[Path] = []
     real_write = build_module.write_arrays
@@ -81,11 +82,11 @@ def test_an_unchanged_folder_opens_its_cached_index_and_a_change_rebuilds_it(
         build_module, "write_arrays", lambda *a, **k: writes.append(a[2]) or real_write(*a, **k)
     )
 
-    again = cached_index(folder, cache)
+    again = index_folder(folder, cache)
     assert writes == [] and again.version == first.version and list(cache.iterdir()) == [cached]
 
     (folder / "b.md").write_text("# Winds\n\nMonsoon winds turn with the seasons.\n")
-    changed = cached_index(folder, cache)
+    changed = index_folder(folder, cache)
     assert len(writes) == 1 and changed.version != first.version
     assert list(cache.iterdir()) == [writes[0]] != [cached]  # the old one is gone
     assert oct(writes[0].stat().st_mode & 0o777) == "0o600"
@@ -93,11 +94,11 @@ def test_an_unchanged_folder_opens_its_cached_index_and_a_change_rebuilds_it(
 
 def test_a_damaged_cache_is_built_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     folder, cache = corpus(tmp_path), tmp_path / "cache"
-    version = cached_index(folder, cache).version
+    version = index_folder(folder, cache).version
     (cached,) = cache.iterdir()
     cached.write_bytes(cached.read_bytes()[:100])
     with caplog.at_level(logging.WARNING):
-        assert cached_index(folder, cache).version == version
+        assert index_folder(folder, cache).version == version
     assert "cached index cannot be served" in caplog.text
 
 
@@ -107,7 +108,7 @@ def test_a_cache_that_cannot_be_written_is_warned_about_and_the_index_kept_in_me
     folder = corpus(tmp_path)
     (tmp_path / "file").write_text("")
     with caplog.at_level(logging.WARNING):
-        index = cached_index(folder, tmp_path / "file" / "cache")
+        index = index_folder(folder, tmp_path / "file" / "cache")
     assert index.document_count == 2
     assert (
         f"the index is built at every start because cannot keep the index in {tmp_path / 'file' / 'cache'}"
@@ -205,7 +206,7 @@ def test_a_changed_front_matter_url_gives_the_cache_another_key(tmp_path: Path) 
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "a.md").write_text("---\nurl: https://one.example/a\n---\n# A\n\nText.\n")
-    first = cached_index(folder, tmp_path / "cache")
+    first = index_folder(folder, tmp_path / "cache")
     (folder / "a.md").write_text("---\nurl: https://two.example/a\n---\n# A\n\nText.\n")
-    second = cached_index(folder, tmp_path / "cache")
+    second = index_folder(folder, tmp_path / "cache")
     assert first.version != second.version and second.url(0) == "https://two.example/a"

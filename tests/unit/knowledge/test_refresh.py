@@ -10,6 +10,7 @@ import pytest
 from app.engines.retrieval.engine import RetrievalEngine
 from app.knowledge.build import Source, build
 from app.knowledge.refresh import FileSource, IndexRefresher
+from app.knowledge.served import ServedIndex
 
 pytestmark = pytest.mark.anyio
 
@@ -26,9 +27,11 @@ async def test_new_versions_are_swapped_in_and_damaged_ones_refused_once(tmp_pat
     build([Source(folder(tmp_path, "v1", "Tides turn twice a day."))], target)
     source = FileSource(target, tmp_path)
     served, seen = source.open()
-    engine = RetrievalEngine(served)
+    serving = ServedIndex(served)
+    # The engine answers from whatever is served now.
+    engine = RetrievalEngine(serving)
     refused: list[str] = []
-    refresher = IndexRefresher(source, engine.index, seen, engine.swap, refused.append)
+    refresher = IndexRefresher(source, serving.index, seen, serving.swap, refused.append)
     first = engine.index.version
 
     assert await refresher.check() is False  # nothing new

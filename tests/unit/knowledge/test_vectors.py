@@ -12,11 +12,11 @@ import pytest
 from support.corpus_files import bays_corpus
 from support.embedders import Counting, Failing
 
-from app.engines.retrieval.engine import RetrievalEngine
 from app.errors import EngineFailed
 from app.knowledge.artifact import InvalidIndex
-from app.knowledge.build import Source, build, cached_index, open_cached
+from app.knowledge.build import Source, build, index_folder, open_cached
 from app.knowledge.index import PassageIndex
+from app.knowledge.served import ServedIndex
 from app.knowledge.vectors import EmbedderMismatch
 
 
@@ -70,10 +70,10 @@ def test_an_index_is_served_only_with_the_embedder_it_was_built_with(tmp_path: P
     with_vectors.check_embedder(None)  # by words alone, any index serves
     words_only.check_embedder(None)
     # A swap to an index of another embedder is refused; the served one stays.
-    engine = RetrievalEngine(with_vectors, Counting("test:one"))
+    serving = ServedIndex(with_vectors, "test:one")
     with pytest.raises(InvalidIndex):
-        engine.swap(words_only)
-    assert engine.index is with_vectors
+        serving.swap(words_only)
+    assert serving.index is with_vectors
 
 
 def test_a_first_start_serves_words_at_once_and_keeps_the_vectors_once_embedded(tmp_path: Path) -> None:
@@ -230,7 +230,7 @@ def test_a_long_embedding_keeps_its_vectors_as_it_goes(
 
 
 def test_without_an_embedder_the_cached_index_has_no_vectors(tmp_path: Path) -> None:
-    index = cached_index(corpus(tmp_path), tmp_path / "cache")
+    index = index_folder(corpus(tmp_path), tmp_path / "cache")
     assert index.vectors is None and index.embedder is None and index.calibration is None
 
 
@@ -242,13 +242,13 @@ async def test_a_new_version_from_another_embedder_is_refused_by_the_refresher(t
     build([Source(folder)], target, embedder=Counting("test:one"))
     source = FileSource(target, tmp_path)
     served, seen = source.open()
-    engine = RetrievalEngine(served, Counting("test:one"))
+    serving = ServedIndex(served, "test:one")
     refused: list[str] = []
-    refresher = IndexRefresher(source, engine.index, seen, engine.swap, refused.append)
+    refresher = IndexRefresher(source, serving.index, seen, serving.swap, refused.append)
 
     build([Source(folder)], target, embedder=Counting("test:two"))
     assert await refresher.check() is False
-    assert engine.index is served and len(refused) == 1
+    assert serving.index is served and len(refused) == 1
     assert "passages were embedded by test:two and this server embeds with test:one" in refused[0]
     assert await refresher.check() is False and len(refused) == 1  # said once
 

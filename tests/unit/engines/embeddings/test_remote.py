@@ -18,7 +18,7 @@ from support.openai_server import Failure
 from app.domain.ports import Embedder, Vectors
 from app.engines.embeddings.factory import open_embedder
 from app.engines.embeddings.local import LocalEmbedder
-from app.engines.embeddings.remote import DEFAULT_RETRY_AFTER
+from app.engines.openai_client import DEFAULT_RETRY_AFTER
 from app.errors import EngineFailed, Unavailable
 from app.settings import Settings
 

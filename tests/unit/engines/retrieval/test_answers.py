@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support.retrieval import engine_of, engine_of_passages
 
 from app.domain.ports import AnswerEngine, Document
 from app.engines.retrieval.engine import MAX_ANSWER_CHARS, RetrievalEngine
@@ -72,7 +73,7 @@ def corpus(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def engine(corpus: Path) -> RetrievalEngine:
-    return RetrievalEngine.build(corpus)
+    return engine_of(corpus)
 
 
 @pytest.fixture
@@ -206,13 +207,13 @@ async def test_fetch_knows_only_the_files_it_loaded(engine: RetrievalEngine, cor
 
 
 async def test_an_engine_built_from_passages_fetches_nothing() -> None:
-    engine = RetrievalEngine.from_passages([CorpusPassage("a.md", "A", "Text.")])
+    engine = engine_of_passages([CorpusPassage("a.md", "A", "Text.")])
 
     assert await engine.fetch("a.md", 1000) is None
 
 
 async def test_see_also_points_at_other_pages_not_at_more_of_the_page_quoted() -> None:
-    engine = RetrievalEngine.from_passages(
+    engine = engine_of_passages(
         [
             CorpusPassage("tides.md", "Tides", "Tide tables list the high and low tide of every day."),
             CorpusPassage("tides.md", "Tides > Springs", "Spring tide tables show the highest tide."),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from support.exchange import Exchange
+from support.retrieval import engine_of, engine_of_passages
 
 from app.domain.ports import AnswerEngine
 from app.engines.retrieval.engine import (
@@ -60,7 +61,7 @@ def corpus(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def engine(corpus: Path) -> RetrievalEngine:
-    return RetrievalEngine.build(corpus)
+    return engine_of(corpus)
 
 
 def test_index_and_queries_share_one_tokeniser() -> None:
@@ -133,7 +134,7 @@ async def test_answer_lists_up_to_two_further_passages() -> None:
         CorpusPassage("c.md", "Expiry in SQLite", "SQLite removes expired conversations hourly."),
         CorpusPassage("d.md", "Expiry in Cosmos DB", "Cosmos DB removes expired conversations itself."),
     ]
-    answer = await RetrievalEngine.from_passages(passages).answer("When do conversations expire?", [])
+    answer = await engine_of_passages(passages).answer("When do conversations expire?", [])
 
     first, *rest = answer.text.split("\n\nSee also: ")
     assert first.startswith("According to a.md (Expiry): Conversations expire after thirty days")
@@ -150,7 +151,7 @@ async def test_see_also_skips_further_chunks_of_the_cited_section() -> None:
         CorpusPassage("a.md", "Tuning", "More about cache tuning."),
         CorpusPassage("b.md", "Cache", "The cache is shared."),
     ]
-    answer = await RetrievalEngine.from_passages(passages).answer("cache tuning", [])
+    answer = await engine_of_passages(passages).answer("cache tuning", [])
 
     assert [(p.source, p.heading) for p in answer.sources] == [("a.md", "Tuning"), ("b.md", "Cache")]
     assert answer.text.endswith("See also: b.md (Cache)")
@@ -190,7 +191,7 @@ async def test_answer_stays_short_even_for_huge_passages() -> None:
         CorpusPassage("third.md", "More " + "z" * 300, "Throughput."),
     ]
 
-    answer = await RetrievalEngine.from_passages(passages).answer("throughput units", [])
+    answer = await engine_of_passages(passages).answer("throughput units", [])
 
     assert answer.text.startswith("According to big.md")
     assert len(answer.text) <= MAX_ANSWER_CHARS
@@ -212,7 +213,7 @@ async def test_instructions_do_not_change_the_answer(engine: RetrievalEngine) ->
 
 
 async def test_an_empty_corpus_answers_nothing(tmp_path: Path) -> None:
-    engine = RetrievalEngine.build(tmp_path)
+    engine = engine_of(tmp_path)
 
     assert await engine.search("anything", 5) == []
     assert (await engine.answer("anything", [])).text == NO_MATCH_ANSWER
@@ -231,7 +232,7 @@ async def test_finds_a_planted_passage_among_two_thousand() -> None:
     ]
     planted = CorpusPassage("generated/planted.md", "Heliotrope", "The heliotrope switch rotates keys.")
     passages.insert(1234, planted)
-    engine = RetrievalEngine.from_passages(passages)
+    engine = engine_of_passages(passages)
 
     results = await engine.search("which switch rotates the heliotrope keys?", 3)
 

@@ -9,6 +9,7 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 from support.embedders import Counting
+from support.retrieval import engine_of
 
 from app.engines.embeddings.local import LocalEmbedder
 from app.engines.retrieval.engine import NO_MATCH_ANSWER, RetrievalEngine
@@ -57,7 +58,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RetrievalEngine
     for name, text in PAGES.items():
         (folder / name).write_text(text, encoding="utf-8")
     embedder = LocalEmbedder()
-    built = RetrievalEngine.build(folder, tmp_path_factory.mktemp("cache"), embedder=embedder)
+    built = engine_of(folder, tmp_path_factory.mktemp("cache"), embedder=embedder)
     yield built
     built.index.close()
     embedder.close()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from support.exchange import Exchange
+from support.retrieval import engine_of, engine_of_passages
 
 from app.engines.retrieval.engine import NO_MATCH_ANSWER, RetrievalEngine, looks_like_follow_up
 from app.knowledge.corpus import CorpusPassage
@@ -62,7 +63,7 @@ def engine(tmp_path: Path) -> RetrievalEngine:
     (tmp_path / "clients.md").write_text(CLIENTS, encoding="utf-8")
     (tmp_path / "testing.md").write_text(TESTING, encoding="utf-8")
     (tmp_path / "staticfiles.md").write_text(STATIC, encoding="utf-8")
-    return RetrievalEngine.build(tmp_path)
+    return engine_of(tmp_path)
 
 
 async def test_a_heading_match_beats_a_body_mention(engine: RetrievalEngine) -> None:
@@ -105,7 +106,7 @@ async def test_a_glued_file_name_counts_as_its_words(engine: RetrievalEngine) ->
 
 
 async def test_urls_do_not_match_questions_about_http() -> None:
-    engine = RetrievalEngine.from_passages(
+    engine = engine_of_passages(
         [
             CorpusPassage("a.md", "Links", "See [the guide](https://example.com/guide) for more."),
             CorpusPassage("b.md", "Redirects", "Plain http requests are redirected to https."),

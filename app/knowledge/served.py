@@ -1,0 +1,190 @@
+"""The knowledge index a server serves, over its whole life: opened at start, its passages
+embedded in the background, refreshed from `ANVIL_INDEX`, swapped whole, described for `/readyz`.
+
+`open_served` opens it from `ANVIL_INDEX` (then looks for a new version every
+`ANVIL_INDEX_REFRESH_SECONDS`), or builds it from the corpus folder and keeps it in the cache
+folder, off the event loop. An index whose passages have no vectors yet is served by words while
+a worker thread embeds them; it is swapped for the index with its vectors once they are done.
+Whatever it starts (the embedding, the refreshing) stops when the stack it is given closes.
+
+A question reads `ServedIndex.index` once, when it starts, and finishes on that index whatever
+is swapped in meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from app.knowledge.artifact import InvalidIndex
+from app.knowledge.build import EmbeddingCancelled, PendingVectors, open_cached
+from app.knowledge.index import PassageIndex
+from app.knowledge.refresh import IndexRefresher, IndexSource, source_of
+from app.knowledge.vectors import PassageEmbedder
+from app.private_files import private_folder
+from app.settings.engines import EngineSettings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ServedFacts:
+    """What the index served now is: its version ("" for one built in memory), its passages and
+    documents, when it was built, the embedder of its vectors and how many passages have theirs."""
+
+    version: str
+    passages: int
+    documents: int
+    built_at: float | None
+    embedder: str | None
+    embedded: int
+
+
+class ServedIndex:
+    """The index being served, swapped whole; the embedder the vectors of an index swapped in
+    must come from (None: served by words alone, which any index can be). The first index may be
+    one whose vectors are still to come (`pending`)."""
+
+    def __init__(self, index: PassageIndex, embedder: str | None = None) -> None:
+        self._index = index
+        self.embedder = embedder
+        #: The vectors still being embedded for the index served, if any.
+        self.pending: PendingVectors | None = None
+
+    @property
+    def index(self) -> PassageIndex:
+        """The index being served now."""
+        return self._index
+
+    def swap(self, index: PassageIndex) -> None:
+        """Serve `index` from now on; `InvalidIndex` (and the old one kept) when its vectors come
+        from another embedder than the served one's."""
+        index.check_embedder(self.embedder)
+        self._index = index
+
+    def facts(self) -> ServedFacts:
+        served = self._index
+        embedded = served.passage_count if served.vectors is not None else 0
+        pending = self.pending
+        if pending is not None and served.vectors is None:
+            # Counted as served with vectors once swapped in, not as the last batch ends.
+            done = served.passage_count - pending.missing + pending.done
+            embedded = max(0, min(done, served.passage_count - 1))
+        return ServedFacts(
+            served.version,
+            served.passage_count,
+            served.document_count,
+            served.built_at,
+            self.embedder,
+            embedded,
+        )
+
+    def close(self) -> None:
+        self._index.close()
+
+
+async def open_served(
+    settings: EngineSettings,
+    embedder: PassageEmbedder | None,
+    cache_dir: Path,
+    stack: AsyncExitStack,
+    refused: Callable[[], None] = lambda: None,
+) -> ServedIndex:
+    """The index the settings name, served until `stack` closes (see the module). A new version
+    that cannot be served is warned of and reported to `refused`; one that cannot be opened at
+    start raises `RuntimeError`, naming the setting."""
+    name = None if embedder is None else embedder.name
+    if settings.index is not None:
+        private_folder(cache_dir)
+        source = source_of(settings.index, cache_dir)
+        try:
+            index, seen = await anyio.to_thread.run_sync(source.open)
+        except InvalidIndex as error:
+            raise RuntimeError(f"ANVIL_INDEX: {error}") from None
+        except OSError as error:
+            reason = error.strerror if error.strerror and error.filename else str(error)
+            raise RuntimeError(f"ANVIL_INDEX: cannot open {settings.index}: {reason}") from None
+        try:
+            index.check_embedder(name)
+        except InvalidIndex as error:
+            index.close()
+            raise RuntimeError(f"ANVIL_INDEX: {error}") from None
+        served = ServedIndex(index, name)
+        stack.callback(served.close)
+        if settings.index_refresh_seconds:
+            await _refresh(served, source, seen, settings.index_refresh_seconds, stack, refused)
+        return served
+    corpus = settings.corpus_path()
+    if not corpus.is_dir():
+        raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of documents")
+    index, pending = await anyio.to_thread.run_sync(
+        open_cached, corpus, cache_dir, settings.corpus_site, embedder
+    )
+    served = ServedIndex(index, name)
+    stack.callback(served.close)
+    if not index.document_count:
+        logger.warning(
+            "corpus: %s holds no document with text, so every question will be "
+            "answered that nothing was found: add documents there, or set ANVIL_CORPUS_DIR",
+            corpus,
+        )
+    if pending is not None:
+        served.pending = pending
+        await _embed_in_background(served, pending, stack)
+    return served
+
+
+async def _embed_in_background(served: ServedIndex, pending: PendingVectors, stack: AsyncExitStack) -> None:
+    """Embed the passages `pending` lacks in a worker thread, then serve the index with its
+    vectors; until then questions are ranked by words. Shutting down stops it between batches."""
+
+    async def embed() -> None:
+        logger.info(
+            "index: embedding %d passages with %s in the background; until it is done, questions "
+            "are ranked by words alone",
+            pending.missing,
+            served.embedder,
+        )
+        try:
+            index = await anyio.to_thread.run_sync(pending.run, abandon_on_cancel=True)
+            served.swap(index)
+        except EmbeddingCancelled:
+            return
+        except Exception:  # the lexical index goes on serving
+            logger.exception("index: embedding the passages failed; questions stay ranked by words alone")
+            return
+        served.pending = None
+        logger.info("index: %d passages embedded; questions are ranked by words and meaning", pending.missing)
+
+    tasks = await stack.enter_async_context(anyio.create_task_group())
+    tasks.start_soon(embed)
+    stack.callback(tasks.cancel_scope.cancel)
+    # Closed first (last in): the thread stops at its next batch.
+    stack.callback(pending.cancel)
+
+
+async def _refresh(
+    served: ServedIndex,
+    source: IndexSource,
+    seen: Hashable | None,
+    interval: float,
+    stack: AsyncExitStack,
+    refused: Callable[[], None],
+) -> None:
+    """Swap `served` to each new version of the index at `source`, looked for every `interval`
+    seconds until the stack closes; a new version that cannot be served is warned of."""
+
+    def refuse(reason: str) -> None:
+        logger.warning("index: kept serving version %s: %s", served.index.version, reason)
+        refused()
+
+    refresher = IndexRefresher(source, served.index, seen, served.swap, refuse)
+    tasks = await stack.enter_async_context(anyio.create_task_group())
+    tasks.start_soon(refresher.run, interval)
+    # Closed first (last in): the refreshing stops before the task group waits for it.
+    stack.callback(tasks.cancel_scope.cancel)
