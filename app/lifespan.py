@@ -11,7 +11,6 @@ what each part does while it runs is the part's own (the index's life is `app.kn
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -34,8 +33,6 @@ from app.settings.engines import EngineSettings
 from app.stores.factory import open_store
 from app.telemetry.instruments import Telemetry
 from app.telemetry.traced import TracedEngine, TracedStore
-
-logger = logging.getLogger(__name__)
 
 #: The folder of the data folder that keeps the index built from `ANVIL_CORPUS_DIR`.
 INDEX_CACHE = "index-cache"
@@ -145,13 +142,7 @@ def lifespan(
                 raise
             for manager in managers:
                 await stack.enter_async_context(manager())
-            logger.info(
-                "Anvil ready on %s: store=%s engine=%s auth=%s",
-                settings.base_url,
-                settings.store,
-                runtime.service.engine.name,
-                settings.auth_mode,
-            )
+            # "Anvil ready" is `anvil serve`'s to say, once its socket is being served too.
             yield {"runtime": runtime}
 
     return run

@@ -169,6 +169,7 @@ class Asker:
 class Past(NamedTuple):
     question: str
     answer: str
+    sources: tuple[str, ...] | None = None
 
 
 class InProcess:
@@ -184,7 +185,8 @@ class InProcess:
         history = self._turns.setdefault(conversation_id, []) if conversation_id else []
         answer = anyio.run(self._engine.answer, question, list(history))
         if conversation_id:
-            history.append(Past(question, answer.text))
+            cited = tuple(dict.fromkeys(p.source for p in answer.sources))
+            history.append(Past(question, answer.text, cited))
         return {"answer": answer.text, "sources": [{"source": p.source} for p in answer.sources]}
 
 

@@ -25,7 +25,8 @@ import numpy as np
 from app.auth.dev import DevIssuer
 from app.domain.ports import Vectors
 from app.engines.retrieval.engine import RetrievalEngine
-from app.engines.retrieval.fusion import fuse, lexical_scores
+from app.engines.retrieval.fusion import fuse
+from app.engines.retrieval.lexical import word_scores
 from app.engines.retrieval.rerank import rerank
 from app.knowledge.build import index_folder
 from app.knowledge.corpus import CorpusPassage
@@ -142,15 +143,15 @@ def ranking_steps(index: PassageIndex, vector: Vectors, question: str) -> list[f
     assert index.vectors is not None
     vectors = index.vectors
     query, phrase = dict.fromkeys(tokenize(question), 1.0), words(question)
-    lexical = lexical_scores(index, query, phrase)
+    scored = word_scores(index, query, phrase)
     similarity = (vectors @ vector).astype(np.float64)
-    fused = fuse(lexical, similarity, index)
+    fused = fuse(scored.total, similarity, index)
     repeat = max(5, 200_000 // index.passage_count)
     return [
-        timed(lambda: lexical_scores(index, query, phrase), repeat),
+        timed(lambda: word_scores(index, query, phrase), repeat),
         timed(lambda: (vectors @ vector).astype(np.float64), repeat),
-        timed(lambda: fuse(lexical, similarity, index), repeat),
-        timed(lambda: rerank(index, query, lexical, similarity, fused), repeat),
+        timed(lambda: fuse(scored.total, similarity, index), repeat),
+        timed(lambda: rerank(index, scored, similarity, fused), repeat),
     ]
 
 

@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.engines.embeddings.local import LocalEmbedder  # noqa: E402
-from app.engines.retrieval.fusion import fuse, lexical_scores  # noqa: E402
+from app.engines.retrieval.fusion import fuse  # noqa: E402
+from app.engines.retrieval.lexical import word_scores  # noqa: E402
 from app.engines.retrieval.rerank import WEIGHTS, candidates_of, features, keep_fused_pages  # noqa: E402
 from app.knowledge.build import index_folder  # noqa: E402
 from app.knowledge.tokens import tokenize, words  # noqa: E402
@@ -75,13 +76,13 @@ def groups_of(corpus: Path, questions: dict[str, Any], embedder: LocalEmbedder, 
     found: list[Group] = []
     for item in questions.get("single", []):
         query = dict.fromkeys(tokenize(item["q"]), 1.0)
-        lexical = lexical_scores(index, query, words(item["q"]))
+        scored = word_scores(index, query, words(item["q"]))
         similarity = (index.vectors @ embedder.embed([item["q"]], query=True)[0]).astype(np.float64)
-        fused = fuse(lexical, similarity, index)
-        chosen = candidates_of(lexical, similarity, fused)
+        fused = fuse(scored.total, similarity, index)
+        chosen = candidates_of(scored.total, similarity, fused)
         files = [index.passage(n).source for n in chosen.tolist()]
         right = np.array([file == item["file"] for file in files])
-        rows = features(index, query, lexical, similarity, fused, chosen)
+        rows = features(index, scored, similarity, fused, chosen)
         found.append((rows, right, files, fused[chosen]))
     return found
 

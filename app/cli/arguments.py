@@ -33,6 +33,14 @@ def server_url(value: str) -> str:
         raise argparse.ArgumentTypeError(f"{value!r} is not an http(s) URL like {DEFAULT_URL}") from None
 
 
+def port(value: str) -> int:
+    """argparse type: a TCP port, 1 to 65535."""
+    number = int(value) if value.isdigit() else 0
+    if not 1 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port: give a number from 1 to 65535")
+    return number
+
+
 def ttl(value: str) -> int:
     """argparse type: a token lifetime in whole seconds, from 1 second to 30 days."""
     from app.devkey import MAX_TTL_SECONDS

@@ -10,10 +10,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli import arguments
-from app.settings import Settings
+
+if TYPE_CHECKING:
+    # Not at run time: `anvil --help` and `--version` build this command's parser, and the
+    # settings import pydantic (most of a second of start-up).
+    from app.settings import Settings
 
 
 def say(message: str) -> None:
@@ -26,8 +30,11 @@ def add_index_command(commands: Any, run: Callable[[argparse.Namespace], int]) -
     p = commands.add_parser(
         "index",
         help="build a knowledge index from folders of documents, for ANVIL_INDEX",
-        description="Index the documents of each SOURCE folder into one file that `anvil serve` "
-        "opens (ANVIL_INDEX) instead of indexing a corpus at every start.",
+        description="Index the documents of each SOURCE folder into one file that `anvil\n"
+        "serve` opens (ANVIL_INDEX) instead of indexing a corpus at every start.",
+        epilog="examples:\n  anvil index docs --output docs.anvilidx\n"
+        "  anvil index handbook=https://handbook.example.com --output handbook.anvilidx",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "sources",
@@ -60,7 +67,7 @@ def index(args: argparse.Namespace, settings: Settings) -> int:
     by the embedder of `ANVIL_EMBEDDINGS` (or `--embeddings`); one summary line."""
     import time
 
-    from app.cli.progress import IndexProgress
+    from app.cli.progress import IndexProgress, counted
     from app.engines.embeddings.factory import open_embedder
     from app.errors import AnvilError
     from app.knowledge.blob_build import build_to_blob
@@ -90,11 +97,12 @@ def index(args: argparse.Namespace, settings: Settings) -> int:
     vectors = (
         "no vectors (ANVIL_EMBEDDINGS=none)"
         if embedder is None
-        else f"{built.embedded} passages embedded by {embedder.name}, "
-        f"{built.passages - (built.embedded or 0)} reused"
+        else f"{counted(built.embedded or 0, 'passage')} embedded by {embedder.name}, "
+        f"{built.passages - (built.embedded or 0):,} reused"
     )
     say(
-        f"anvil: indexed {built.files} files ({built.passages} passages; {vectors}) into {args.output}: "
+        f"anvil: indexed {counted(built.files, 'file')} ({counted(built.passages, 'passage')}; {vectors}) "
+        f"into {args.output}: "
         f"version {built.version}, {built.bytes / 1e6:.1f} MB, {time.monotonic() - started:.1f} s"
     )
     return 0

@@ -8,15 +8,24 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-#: Each stage's words: what is counted, and the verb for a finished one.
+#: Each stage's words: what is counted (one, many), what becomes of them, and the verb for a
+#: finished stage.
 _STAGES = {
-    "reading": ("files read", "read {of:,} files"),
-    "cutting": ("files cut into passages", "cut {of:,} files into passages"),
-    "indexing": ("passages indexed", "indexed {of:,} passages"),
-    "embedding": ("passages embedded", "embedded {of:,} passages"),
+    "reading": ("file", "read", "read {count}"),
+    "cutting": ("file", "cut into passages", "cut {count} into passages"),
+    "indexing": ("passage", "indexed", "indexed {count}"),
+    "embedding": ("passage", "embedded", "embedded {count}"),
 }
 #: Off a terminal, a stage still going after this long says how far it is, this often.
 _LOG_EVERY = 60.0
+#: The time left is said once a stage has gone on this long with something done: before, the
+#: rate it would be estimated from says nothing.
+_ESTIMATE_AFTER = 2.0
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 file`, `2,048 files`."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 class IndexProgress:
@@ -34,18 +43,21 @@ class IndexProgress:
         now = self._clock()
         if stage != self._stage:
             self._stage, self._began, self._shown = stage, now, 0.0
-        counted, finished = _STAGES.get(stage, (stage, stage + " {of:,}"))
+        noun, become, finished = _STAGES.get(stage, ("item", stage, stage + " {count}"))
         if done >= of:
-            line = f"anvil: {finished.format(of=of)} in {now - self._began:.1f} s"
+            line = f"anvil: {finished.format(count=counted(of, noun))} in {now - self._began:.1f} s"
             self._stream.write(f"\r\x1b[K{line}\n" if self._terminal else f"{line}\n")
         elif self._terminal and now - self._shown >= 0.1:
             self._shown = now
-            self._stream.write(f"\r\x1b[K{self._line(done, of, counted, now)}")
+            self._stream.write(f"\r\x1b[K{self._line(done, of, noun, become, now)}")
         elif not self._terminal and now - max(self._shown, self._began) >= _LOG_EVERY:
             self._shown = now
-            self._stream.write(f"{self._line(done, of, counted, now)}\n")
+            self._stream.write(f"{self._line(done, of, noun, become, now)}\n")
         self._stream.flush()
 
-    def _line(self, done: int, of: int, counted: str, now: float) -> str:
-        left = (now - self._began) / max(done, 1) * (of - done)
-        return f"anvil: {done:,} of {of:,} {counted}, about {left:.0f} s left"
+    def _line(self, done: int, of: int, noun: str, become: str, now: float) -> str:
+        line = f"anvil: {done:,} of {counted(of, noun)} {become}"
+        elapsed = now - self._began
+        if done and elapsed >= _ESTIMATE_AFTER:
+            line += f", about {elapsed / done * (of - done):.0f} s left"
+        return line

@@ -51,11 +51,31 @@ class TokenSource:
 @dataclass(frozen=True)
 class Choice:
     """The token source (None: send no token), a hint to add when the server refuses sign-in, and
-    the user's Entra sign-in when that is where tokens come from."""
+    the user's Entra sign-in when that is where tokens come from; who the token signs in (when
+    known) and how to ask as someone else."""
 
     source: TokenSource | None
     hint: str | None = None
     sign_in: UserSignIn | None = None
+    who: str | None = None
+    switch: str | None = None
+
+
+def token_user(token: str) -> str | None:
+    """The user a bearer token names (`name`, else `preferred_username`), read without checking
+    the token: for saying whose conversation is continued, never for trusting it."""
+    import base64
+    import json
+
+    try:
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError):
+        return None
+    if not isinstance(claims, dict):
+        return None
+    name = claims.get("name") or claims.get("preferred_username")
+    return name if isinstance(name, str) and name else None
 
 
 def local_user() -> str:
@@ -83,10 +103,11 @@ def choose(url: str, token: str | None, data_dir: Callable[[], Path]) -> Choice:
     machine). Raises a `SignInError` when the server's sign-in settings cannot be read, or it is a
     dev server elsewhere (whose tokens only `anvil token` on its machine can mint).
     """
-    if token:
-        return Choice(TokenSource.fixed(token), "the token given was refused")
-    if os.environ.get("ANVIL_TOKEN"):
-        return Choice(TokenSource.fixed(os.environ["ANVIL_TOKEN"]), "the token in ANVIL_TOKEN was refused")
+    given = token or os.environ.get("ANVIL_TOKEN")
+    if given:
+        hint = "the token given was refused" if token else "the token in ANVIL_TOKEN was refused"
+        switch = "pass another user's token with --token"
+        return Choice(TokenSource.fixed(given), hint, who=token_user(given), switch=switch)
     try:
         sign_in = _user_sign_in(url)
     except SignInNotNeeded:
@@ -97,10 +118,13 @@ def choose(url: str, token: str | None, data_dir: Callable[[], Path]) -> Choice:
         if is_loopback_url(url):
             return _dev_choice(data_dir().resolve())
         raise
+    account = sign_in.who()
     return Choice(
         TokenSource(lambda refresh: sign_in.token(force_refresh=refresh), renewable=True),
         f"sign in again with `anvil login --url {url}`",
         sign_in,
+        who=None if account is None else account.username,
+        switch=f"sign in as them with `anvil logout --url {url}` then `anvil login --url {url}`",
     )
 
 
@@ -136,4 +160,6 @@ def _dev_choice(data_dir: Path) -> Choice:
     return Choice(
         TokenSource(lambda _refresh: key.mint(user), renewable=True),
         f"sent a dev token for {user!r} signed with the key in {data_dir}",
+        who=f"dev user {user} (this machine's user name)",
+        switch='pass --token "$(anvil token --user NAME)"',
     )

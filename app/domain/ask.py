@@ -164,6 +164,7 @@ class AskService:
                     request_digest=digest,
                     input_tokens=answer.usage.input_tokens if answer.usage else None,
                     output_tokens=answer.usage.output_tokens if answer.usage else None,
+                    sources=tuple(dict.fromkeys(passage.source for passage in answer.sources)),
                 )
                 updated = base.with_turn(
                     turn,

@@ -44,10 +44,15 @@ class Turn(NamedTuple):
     #: The language model's token usage for this answer (None for engines that call no model).
     input_tokens: int | None = None
     output_tokens: int | None = None
+    #: The corpus files the answer cited, the one it was answered from first (a follow-up stays
+    #: on that page); None for a turn kept before turns kept them.
+    sources: tuple[str, ...] | None = None
 
     def size(self) -> int:
-        """Bytes this turn adds to a stored conversation (UTF-8 text; metadata is small and fixed)."""
-        return len(self.question.encode()) + len(self.answer.encode()) + 64
+        """Bytes this turn adds to a stored conversation (UTF-8 text, its sources' names
+        included; other metadata is small and fixed)."""
+        cited = sum(len(source.encode()) for source in self.sources) if self.sources else 0
+        return len(self.question.encode()) + len(self.answer.encode()) + cited + 64
 
 
 @dataclass(frozen=True, slots=True)

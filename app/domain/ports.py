@@ -173,6 +173,12 @@ class PastExchange(Protocol):
     @property
     def answer(self) -> str: ...
 
+    @property
+    def sources(self) -> tuple[str, ...] | None:
+        """The corpus files the answer cited, the one it was answered from first; None for a
+        turn kept before turns kept them."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Passage:

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from app.knowledge.artifact import IndexFile, InvalidIndex, write_index
 from app.knowledge.calibration import calibrate
 from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages, split_blocks
-from app.knowledge.lexical import Field, Ids, Vocabulary
+from app.knowledge.postings import Field, Ids, Vocabulary
 from app.knowledge.tables import TextTable, string_list, strings
 from app.knowledge.tokens import split_compound, tokenize, words
 from app.knowledge.vectors import EmbedderMismatch, PassageEmbedder, Vectors, embed_arrays, passage_text

@@ -145,9 +145,10 @@ async def _embed_in_background(served: ServedIndex, pending: PendingVectors, sta
 
     async def embed() -> None:
         logger.info(
-            "index: embedding %d passages with %s in the background; until it is done, questions "
+            "index: embedding %d passage%s with %s in the background; until it is done, questions "
             "are ranked by words alone",
             pending.missing,
+            "" if pending.missing == 1 else "s",
             served.embedder,
         )
         try:
@@ -159,7 +160,11 @@ async def _embed_in_background(served: ServedIndex, pending: PendingVectors, sta
             logger.exception("index: embedding the passages failed; questions stay ranked by words alone")
             return
         served.pending = None
-        logger.info("index: %d passages embedded; questions are ranked by words and meaning", pending.missing)
+        logger.info(
+            "index: %d passage%s embedded; questions are ranked by words and meaning",
+            pending.missing,
+            "" if pending.missing == 1 else "s",
+        )
 
     tasks = await stack.enter_async_context(anyio.create_task_group())
     tasks.start_soon(embed)

@@ -1,93 +1,67 @@
 """The front door: each request's line and headers must arrive in time and within a size limit,
 before the app (and so sign-in) sees anything of the request; then its body must arrive in time.
 
-uvicorn cannot do this through its options. It has no deadline for a request head: its
-keep-alive timer runs only once a response is complete and any byte received stops it, so a
-client that connects and sends nothing, or sends a byte a second, keeps its connection for ever.
-Its httptools protocol buffers a header of any size until the header ends. And
+uvicorn cannot do this through its options: its keep-alive timer runs only once a response is
+complete and any byte stops it, so a client that sends nothing, or a byte a second, keeps its
+connection for ever; its httptools protocol buffers a header of any size; and
 `limit_concurrency` counts open connections, so sockets that never finish a request are enough
 to make every signed-in request 503.
 
-`front_door(...)` builds the `asyncio.Protocol` class given to `uvicorn.Config(http=...)`. Each
-connection's protocol wraps the one uvicorn uses by default (`HttpToolsProtocol`: uvicorn picks
-it whenever httptools is installed, and it is), hands it the bytes unchanged, and runs a second
-httptools request parser over the same bytes with only the callbacks that mark where a request
-begins, where its head ends and where it ends. Both parsers are llhttp fed the same bytes, so
-they agree on every boundary: keep-alive and pipelined requests, bodies with a length or
-chunked, upgrades, errors (which the wrapped protocol answers with its own 400). With that the
-front door:
+`front_door(limits)` builds the `asyncio.Protocol` class for `uvicorn.Config(http=...)`. Each
+connection's protocol wraps uvicorn's default one (`HttpToolsProtocol`), hands it the bytes
+unchanged, and runs a second httptools parser over the same bytes with only the callbacks that
+mark where a request begins, where its head ends and where it ends: both are llhttp fed the same
+bytes, so they agree on every boundary (keep-alive, pipelining, chunked bodies, upgrades, errors,
+which the wrapped protocol answers with its own 400). With that the front door:
 
 - answers 408 and closes when a head is not complete `header_timeout` seconds after the
   connection opened (the first request) or after its first byte (each later one); between
   requests, uvicorn's keep-alive timeout applies. Blank lines between requests, which the parser
   skips anyway, are not passed on, so they cannot keep stopping that timer;
-- answers 431 and closes as soon as a head reaches `max_header_bytes` unfinished, so neither
-  protocol ever holds more of a head than the limit (one exception: a head that starts partway
-  through a read, after a pipelined request, is counted from the next read on);
-- holds a body that does not come whole with its head to `body_timeout` seconds, counted from
-  the end of the head (see "The body deadline" below);
-- connects the wrapped protocol to the connection only once its first head is complete. Until
-  then the connection is not one of uvicorn's connections, so it does not count against
-  `limit_concurrency`: idle and slow sockets cannot use up the budget of signed-in requests.
-  Between later requests a connection does count, for at most the keep-alive timeout and then
-  the header deadline.
+- answers 431 and closes as soon as a head reaches `max_header_bytes` unfinished (a head that
+  starts partway through a read, after a pipelined request, is counted from the next read on);
+- holds a body that does not come whole with its head to `body_timeout` seconds from the end of
+  the head (below);
+- connects the wrapped protocol only once the first head is complete: until then the connection
+  does not count against `limit_concurrency`, so idle and slow sockets cannot use up the budget
+  of signed-in requests (between later requests it counts, for at most the keep-alive timeout
+  and then the header deadline).
 
 A refusal is a problem document like every other error, sent with `Connection: close`; the
 connection then stops sending, reads and discards for `LINGER_SECONDS` so the answer is not lost
-to a reset, and closes. A request still being answered on the same connection (only possible
-with pipelining) is cut off.
+to a reset, and closes, cutting off a pipelined request still being answered.
 
-The body deadline lives here rather than in the app because the app cannot keep it whole: the
-first `receive()` of a body that never comes waits for ever (uvicorn has no deadline for it), and
-a timer around every request in the app costs more than the rest of its checks. Here a timer is
-armed only when a head is complete and its message is not by the end of the same read (a body
-sent with its head, the usual case, costs nothing), and cancelled when the message completes.
-When it fires:
+The body deadline lives here because the app cannot keep it whole: the first `receive()` of a
+body that never comes waits for ever, and a timer around every request in the app costs more than
+the rest of its checks. Here a timer is armed only when a head is complete and its message is not
+by the end of the same read (a body sent with its head costs nothing). When it fires: if uvicorn
+has stopped reading (the server holds the body up, not the client), it is armed again; if no
+response has started, the answer is 408 and the app's `receive()` reports a disconnect;
+otherwise (a 401 from sign-in, a 413, a GET that ignores its body) the connection is closed
+without a word, since the rest of the body could not be told from a next request.
 
-- if uvicorn has stopped reading (the app has not yet taken what came, or a pipelined request
-  waits for the one before it), the body is held up by the server, not the client: it is armed
-  again;
-- if no response has started on the request, the answer is 408 (a problem document with
-  `Connection: close`, as for a head) and the app's `receive()` reports a disconnect;
-- otherwise (the app answered without the body: a 401 from sign-in, a 413, a GET that ignores its
-  body) the connection is closed without a word, since the rest of the body could not be told
-  from a next request, and writing a second status line into an answer would corrupt it.
-
-A client that sent `Expect: 100-continue` sends its body only once uvicorn has written
-`100 Continue`, which it does when the app first reads the body (after sign-in). While that has
-not happened the deadline does not run: the front door looks again every
-`CONTINUE_CHECK_SECONDS` and counts the body's deadline from the first look that finds the
-interim answer sent. What "a response has started" and "waiting for 100 Continue" mean is read
-from the wrapped protocol's current exchange (`cycle.response_started`,
-`cycle.waiting_for_100_continue`: uvicorn's two HTTP protocols both have them); a wrapped
-protocol without them is treated as one that has answered, so the connection is closed rather
-than answered twice.
-
-Cost: 1.7 microseconds a request whose head comes in one read, of which 1.15 is the second
-parse (a 1,156-byte POST with a bearer token and its body, fed to the protocol directly with the
-wrapped protocol stubbed out; best of 15 runs of 50,000), against 180 to 300 microseconds for a
-call through the whole service (docs/performance.md). A connection's first request also costs
-one timer, and so does a body that does not come with its head. Keeping the body deadline adds
-nothing measurable to that figure (1.5 to 1.7 microseconds with and without it, same runs);
-a deadline around the app's first `receive()` instead (`anyio.move_on_after`) cost 11
-microseconds for every POST.
+A body awaiting `100 Continue` is not counted until uvicorn has sent it (`awaits_continue`, looked
+at every `CONTINUE_CHECK_SECONDS`). Its cost, about 1.7 microseconds a request, is measured in
+docs/performance.md.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from http import HTTPStatus
+from typing import Any, ClassVar, Protocol, cast
 
 import httptools
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.serve.frontdoor_inner import HTTPProtocol, awaits_continue, response_started
-from app.serve.frontdoor_refusal import refusal, seconds_text
+from app.http.problems import problem_document
 
 logger = logging.getLogger(__name__)
 
@@ -110,31 +84,67 @@ def _never() -> bool:
     return False
 
 
+class HTTPProtocol(Protocol):
+    """What the front door needs of the protocol it wraps (uvicorn's HTTP protocols have it)."""
+
+    def connection_made(self, transport: Any) -> None: ...
+    def data_received(self, data: bytes) -> None: ...
+    def eof_received(self) -> bool | None: ...
+    def connection_lost(self, exc: Exception | None) -> None: ...
+    def pause_writing(self) -> None: ...
+    def resume_writing(self) -> None: ...
+    def shutdown(self) -> None: ...
+
+
+def awaits_continue(inner: HTTPProtocol) -> bool:
+    """Whether the request being read waits for `100 Continue`, which the app has not yet asked for."""
+    return bool(getattr(getattr(inner, "cycle", None), "waiting_for_100_continue", False))
+
+
+def response_started(inner: HTTPProtocol) -> bool:
+    """Whether the app has begun to answer the request being read (True when it cannot be told)."""
+    return bool(getattr(getattr(inner, "cycle", None), "response_started", True))
+
+
+def refusal(status: int, detail: str, kind: str, default_headers: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """The whole answer of a refusal (408, 431): a problem document like every other error, with
+    the server's default headers (`Server`, `Date`) first and `Connection: close`."""
+    phrase = HTTPStatus(status).phrase
+    body = json.dumps({**problem_document(status, detail, kind), "title": phrase}).encode()
+    lines = [f"HTTP/1.1 {status} {phrase}".encode()]
+    lines += [name + b": " + value for name, value in default_headers]
+    lines += [
+        b"content-type: application/problem+json",
+        b"content-length: " + str(len(body)).encode(),
+        b"connection: close",
+    ]
+    return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+def seconds_text(seconds: float) -> str:
+    return f"{seconds:g} second{'' if math.isclose(seconds, 1) else 's'}"
+
+
 @dataclass(frozen=True)
 class Limits:
-    """The front door's settings, shared by every connection of one server."""
+    """The front door's settings, shared by every connection of one server. `draining` is True
+    once the server is stopping: a connection whose first request arrives then is answered and
+    closed (uvicorn asks only the connections it knows of to finish)."""
 
     header_timeout: float
     max_header_bytes: int
     body_timeout: float
-    #: True once the server is stopping: a connection whose first request arrives then is
-    #: answered and closed (uvicorn asks only the connections it knows of to finish).
     draining: Callable[[], bool] = _never
     inner: Callable[..., HTTPProtocol] = HttpToolsProtocol
 
 
-def front_door(
-    *,
-    header_timeout: float,
-    max_header_bytes: int,
-    body_timeout: float,
-    draining: Callable[[], bool] = _never,
-    inner: Callable[..., HTTPProtocol] = HttpToolsProtocol,
-) -> type[asyncio.Protocol]:
+def front_door(limits: Limits) -> type[asyncio.Protocol]:
     """The protocol class for `uvicorn.Config(http=...)` with these limits."""
 
     class FrontDoorProtocol(FrontDoor):
-        limits = Limits(header_timeout, max_header_bytes, body_timeout, draining, inner)
+        pass
+
+    FrontDoorProtocol.limits = limits
 
     return FrontDoorProtocol
 
@@ -266,8 +276,6 @@ class FrontDoor(asyncio.Protocol):
         if self.timer is not None:  # the body timer: the only one that runs inside a message
             self.timer.cancel()
             self.timer = None
-
-    # the rest
 
     def _parse(self, data: bytes) -> bool:
         """Run the parser over `data` and count head bytes; False if the parser stopped early."""

@@ -80,6 +80,8 @@ def _turn_document(t: Turn) -> dict[str, Any]:
         doc["tin"] = t.input_tokens
     if t.output_tokens is not None:
         doc["tout"] = t.output_tokens
+    if t.sources is not None:
+        doc["src"] = list(t.sources)
     return doc
 
 
@@ -94,4 +96,5 @@ def _turn_from_document(d: Mapping[str, Any]) -> Turn:
         d.get("digest"),
         d.get("tin"),
         d.get("tout"),
+        None if (sources := d.get("src")) is None else tuple(sources),
     )

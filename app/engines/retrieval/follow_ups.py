@@ -2,16 +2,19 @@
 
 "And how is it configured?" leans on the question before it: the embedded engine then ranks it
 with that question's terms (at half weight) and, with vectors, with that question's meaning too,
-and lifts the file the answer before it cited first (`cited_page`): a conversation mostly stays
-on the page it is about.
+and lifts the file the answer before it cited first (`followed_page`): a conversation mostly
+stays on the page it is about. Whether a question follows is decided once (`read_question`), and
+everything after reads that decision.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from app.domain.ports import PastExchange
+from app.knowledge.index import PassageIndex
 from app.knowledge.tokens import tokenize, words
 
 #: How much a borrowed term (from the question before a follow-up) counts next to its own.
@@ -76,3 +79,42 @@ def cited_page(answer: str, document: Callable[[str], int | None]) -> int | None
         if "." in name and (number := document(name)) is not None:
             return number
     return None
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question as ranking reads it: its text and its own terms, the terms it is ranked by
+    (`query`: its own at 1, a follow-up's borrowed ones less), its words (for a heading that
+    says them all), and, for a follow-up, the question it follows."""
+
+    text: str
+    own: tuple[str, ...]
+    query: dict[str, float] = field(compare=False)
+    phrase: tuple[str, ...]
+    #: The question before, when this one leans on it (it is embedded with it); else None.
+    follows: str | None = None
+    #: Whether it points back at the question before in so many words (`refers_back`).
+    refers_back: bool = False
+
+
+def read_question(text: str, history: Sequence[PastExchange] = ()) -> Question:
+    """`text` read for ranking, after `history` (oldest first): a follow-up borrows the terms
+    of the questions it leans on."""
+    own = tuple(tokenize(text))
+    query = dict.fromkeys(own, 1.0)
+    if not history or not looks_like_follow_up(text):
+        return Question(text, own, query, tuple(words(text)))
+    for term, weight in borrowed(history).items():
+        query.setdefault(term, weight)
+    return Question(text, own, query, tuple(words(text)), history[-1].question, refers_back(text))
+
+
+def followed_page(history: Sequence[PastExchange], index: PassageIndex) -> int | None:
+    """The document of `index` the last answer was given from: the first of its sources that is
+    one of the index's documents. A turn kept before turns kept their sources is read from its
+    text (`cited_page`)."""
+    last = history[-1]
+    sources = last.sources
+    if sources is None:
+        return cited_page(last.answer, index.document)
+    return next((n for source in sources if (n := index.document(source)) is not None), None)

@@ -1,6 +1,6 @@
 """Reordering the passages the fused ranking found, by what else is known about them and their files.
 
-The fused score (`hybrid.fuse`) weighs how well a passage matches; among passages that match about
+The fused score (`fusion.fuse`) weighs how well a passage matches; among passages that match about
 as well (most of the misses measured: a page on the same subject first, the right one second or
 third), other facts tell: whether the passage opens its file, how deep its heading is, how many
 passages its file has, how well its file as a whole matches by words and by meaning, and how its
@@ -31,15 +31,14 @@ them as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from app.engines.retrieval.fusion import Scores, relative_similarity, share_of_best
+from app.engines.retrieval.fusion import relative_similarity, share_of_best
+from app.engines.retrieval.lexical import Scores, WordScores, top
 from app.knowledge.index import PassageIndex
-from app.knowledge.lexical import top
 
 #: The fused ranking's first pages (`KEPT_PAGES`) stay among the first `KEPT_WITHIN` reordered.
 KEPT_PAGES = 2
@@ -65,19 +64,13 @@ WEIGHTS = {
 _COEFFICIENTS = np.array(list(WEIGHTS.values()), dtype=np.float64)
 
 
-def rerank(
-    index: PassageIndex,
-    query: Mapping[str, float],
-    lexical: Scores,
-    similarity: Scores,
-    fused: Scores,
-) -> Scores:
+def rerank(index: PassageIndex, words: WordScores, similarity: Scores, fused: Scores) -> Scores:
     """`fused` with its candidates reordered (see the module): every other passage scores 0."""
-    candidates = candidates_of(lexical, similarity, fused)
+    candidates = candidates_of(words.total, similarity, fused)
     reordered: Scores = np.zeros_like(fused)
     if not candidates.size:
         return reordered
-    learned = features(index, query, lexical, similarity, fused, candidates) @ _COEFFICIENTS
+    learned = features(index, words, similarity, fused, candidates) @ _COEFFICIENTS
     order = keep_fused_pages(candidates[np.argsort(-learned, kind="stable")], fused, index.passage_document)
     reordered[order] = np.sort(fused[candidates])[::-1]
     return reordered
@@ -115,21 +108,16 @@ def candidates_of(lexical: Scores, similarity: Scores, fused: Scores) -> npt.NDA
 
 def features(
     index: PassageIndex,
-    query: Mapping[str, float],
-    lexical: Scores,
+    words: WordScores,
     similarity: Scores,
     fused: Scores,
     candidates: npt.NDArray[np.int64],
 ) -> npt.NDArray[np.float64]:
-    """One row of `WEIGHTS`' features per candidate passage."""
+    """One row of `WEIGHTS`' features per candidate passage; the fields' BM25 scores are those
+    the lexical ranking computed (`words`)."""
     documents = index.passage_document
     count = index.document_count
-    numbers = {n: weight for term, weight in query.items() if (n := index.term(term)) is not None}
-    heading: Scores = np.zeros(index.passage_count, dtype=np.float64)
-    index.heading.add_scores(heading, numbers)
-    body: Scores = np.zeros(index.passage_count, dtype=np.float64)
-    index.body.add_scores(body, numbers)
-    words = index.whole.scores(numbers)
+    lexical = words.total
     relative = share_of_best(lexical)
     alike = relative_similarity(similarity, index)
     file_similarity = np.full(count, -1.0)
@@ -144,9 +132,9 @@ def features(
     columns = [
         np.log(ranks_of(lexical, candidates)),
         np.log(ranks_of(similarity, candidates)),
-        share_of_best(heading)[candidates],
-        share_of_best(body)[candidates],
-        share_of_best(words)[ours],
+        share_of_best(words.heading)[candidates],
+        share_of_best(words.body)[candidates],
+        share_of_best(words.file)[ours],
         opens.astype(np.float64),
         depth,
         np.log(passages[ours]),

@@ -16,22 +16,26 @@ class Terminal(io.StringIO):
 def fed(stream: io.StringIO) -> str:
     ticks = iter(range(100))
     progress = IndexProgress(stream, clock=lambda: float(next(ticks)))
-    for done in (1, 2, 4):
+    for done in (0, 1, 2, 4):
         progress("reading", done, 4)
     for done in (1000, 2000):
         progress("indexing", done, 2000)
+    progress("embedding", 1, 1)
     return stream.getvalue()
 
 
 def test_elsewhere_each_finished_stage_is_one_plain_line() -> None:
     assert fed(io.StringIO()).splitlines() == [
-        "anvil: read 4 files in 2.0 s",
+        "anvil: read 4 files in 3.0 s",
         "anvil: indexed 2,000 passages in 1.0 s",
+        "anvil: embedded 1 passage in 0.0 s",
     ]
 
 
 def test_on_a_terminal_one_line_says_how_far_and_how_long_is_left() -> None:
     said = fed(Terminal())
-    assert "\r\x1b[Kanvil: 2 of 4 files read, about 1 s left" in said
-    assert "\r\x1b[Kanvil: 1,000 of 2,000 passages indexed, about 0 s left" in said
-    assert said.endswith("\r\x1b[Kanvil: indexed 2,000 passages in 1.0 s\n")
+    # No time left is said before there is a rate to tell it from: nothing done, or too soon.
+    assert "\r\x1b[Kanvil: 1 of 4 files read\r" in said
+    assert "\r\x1b[Kanvil: 2 of 4 files read, about 2 s left" in said
+    assert "\r\x1b[Kanvil: 1,000 of 2,000 passages indexed\r" in said
+    assert said.endswith("\r\x1b[Kanvil: embedded 1 passage in 0.0 s\n")

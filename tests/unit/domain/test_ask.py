@@ -45,7 +45,7 @@ async def test_signed_in_with_id_creates_then_continues(
 
     second = await service.ask(ALICE, AskRequest("And how?", conversation_id="conv-1"))
 
-    assert engine.calls[1].history == (Exchange("What is Anvil?", "Echo: What is Anvil?"),)
+    assert engine.calls[1].history == (Exchange("What is Anvil?", "Echo: What is Anvil?", ()),)
     assert second.turn == 2
     assert second.created is False
     assert second.conversation_id == "conv-1"
@@ -112,7 +112,7 @@ async def test_another_user_with_the_same_id_starts_fresh(
     alice_next = await service.ask(ALICE, AskRequest("Again", conversation_id="shared"))
     assert alice_next.turn == 2
     alice_call = engine.calls[-1]
-    assert alice_call.history == (Exchange("Alice's secret question", "Echo: Alice's secret question"),)
+    assert alice_call.history == (Exchange("Alice's secret question", "Echo: Alice's secret question", ()),)
 
 
 async def test_same_user_in_another_tenant_is_refused_and_nothing_changes(

@@ -12,9 +12,7 @@ from support.stores import read
 
 from app.domain.ask import AskService
 from app.domain.ask_types import AskRequest
-from app.domain.ports import (
-    Answer,
-)
+from app.domain.ports import Answer, Passage
 from app.errors import EngineFailed, Unavailable
 from app.stores.memory import MemoryStore
 
@@ -69,3 +67,22 @@ async def test_progress_reaches_the_engine_one_shot_and_in_a_conversation(
     await service.ask(ALICE, AskRequest("q", "c-progress"), progress=progress)
     await service.ask(ALICE, AskRequest("q", "c-progress"))
     assert engine.progress == [progress, progress, None]
+
+
+async def test_a_turn_keeps_the_files_its_answer_cited_each_once_in_order(
+    service: AskService, engine: RecordingEngine, memory: MemoryStore
+) -> None:
+    cited = (
+        Passage("guide.md", "Install", "text", 2.0),
+        Passage("faq.md", "Why", "text", 1.5),
+        Passage("guide.md", "Upgrade", "text", 1.0),
+    )
+    engine.scripted.append(Answer("From the guide.", sources=cited))
+    await service.ask(ALICE, AskRequest("How?", "c-cited"))
+    engine.scripted.append(Answer("Nothing found."))
+    await service.ask(ALICE, AskRequest("And?", "c-cited"))
+    stored = await read(memory, ALICE.oid, "c-cited")
+    assert [turn.sources for turn in stored.turns] == [("guide.md", "faq.md"), ()]
+    # The engine is handed the turns as kept, sources and all.
+    await service.ask(ALICE, AskRequest("Then?", "c-cited"))
+    assert [past.sources for past in engine.calls[-1].history] == [("guide.md", "faq.md"), ()]

@@ -13,7 +13,7 @@ from uvicorn.config import Config
 from uvicorn.server import ServerState
 
 from app.serve import frontdoor
-from app.serve.frontdoor import front_door
+from app.serve.frontdoor import Limits, front_door
 
 pytestmark = pytest.mark.anyio
 
@@ -123,11 +123,13 @@ def connection(
     timeout: float = 30.0, draining: bool = False, body_timeout: float = 30.0
 ) -> tuple[Any, Recorder, Transport]:
     cls = front_door(
-        header_timeout=timeout,
-        max_header_bytes=LIMIT,
-        body_timeout=body_timeout,
-        draining=lambda: draining,
-        inner=Recorder,
+        Limits(
+            header_timeout=timeout,
+            max_header_bytes=LIMIT,
+            body_timeout=body_timeout,
+            draining=lambda: draining,
+            inner=Recorder,
+        )
     )
     door: Any = cls(None, ServerState(), {})  # type: ignore[arg-type]
     transport = Transport()
@@ -437,7 +439,7 @@ async def test_with_uvicorns_protocol_a_slow_app_does_not_use_up_a_100_continue_
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
         await send({"type": "http.response.body", "body": b"ok" if body == b"hello" else b"no"})
 
-    cls = front_door(header_timeout=30, max_header_bytes=LIMIT, body_timeout=0.05)
+    cls = front_door(Limits(header_timeout=30, max_header_bytes=LIMIT, body_timeout=0.05))
     door: Any = cls(Config(app, log_config=None, lifespan="off"), ServerState(), {})
     transport = WatchedTransport()
     door.connection_made(transport)

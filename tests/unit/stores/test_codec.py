@@ -66,6 +66,17 @@ def test_round_trip_keeps_absent_optional_fields_absent() -> None:
     assert back.turns[0].client_request_id is None and back.turns[0].request_digest == "d"
 
 
+def test_a_turns_sources_are_kept_and_a_turn_without_them_reads_back_without() -> None:
+    cited = Turn(1, "q", "a", NOW, sources=("guide/setup.md", "faq.md"))
+    none_cited = Turn(2, "q", "a", NOW, sources=())
+    old = Turn(3, "q", "a", NOW)
+    c = Conversation("oid-1", "tenant-1", "c", NOW, NOW, NOW + 1, turns=(cited, none_cited, old))
+    document = to_document(c)
+    assert [turn.get("src") for turn in document["turns"]] == [["guide/setup.md", "faq.md"], [], None]
+    back = from_document(json.loads(json.dumps(document)))
+    assert [turn.sources for turn in back.turns] == [("guide/setup.md", "faq.md"), (), None]
+
+
 def test_empty_conversation_round_trips() -> None:
     c = Conversation("oid-1", "tenant-1", "c", NOW, NOW, NOW + 1)
     assert from_document(to_document(c)) == c

@@ -14,16 +14,8 @@ from support.retrieval import engine_of
 from app.engines.embeddings.local import LocalEmbedder
 from app.engines.retrieval.engine import NO_MATCH_ANSWER, RetrievalEngine
 from app.engines.retrieval.follow_ups import cited_page
-from app.engines.retrieval.fusion import (
-    Signals,
-    fuse,
-    lift,
-    missing_names,
-    names,
-    rank_fuse,
-    refuse,
-    unrelated_quantile,
-)
+from app.engines.retrieval.fusion import fuse, lift, rank_fuse, unrelated_quantile
+from app.engines.retrieval.refusal import Signals, missing_names, names, verdict
 from app.errors import EngineFailed
 from app.knowledge.corpus import CorpusPassage
 from app.knowledge.index import PassageIndex, add_vectors
@@ -50,6 +42,7 @@ PAGES = {
 class Past(NamedTuple):
     question: str
     answer: str
+    sources: tuple[str, ...] | None = None
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +145,8 @@ def test_a_rare_name_is_missing_unless_a_page_found_mentions_it_and_an_initialis
     assert missing_names("Does QX work here?", index, (0, 2), initialisms=True) == ["QX"]
     assert missing_names("Does QX work with ZZ?", index, (0, 2)) == ["ZZ"]
     # Ranked by words alone, the refusal counts initialisms.
-    assert refuse(Signals(ranked=(0, 2)), True, index, "Does QX work here?")
-    assert not refuse(Signals(ranked=(0, 14)), True, index, "Does QX work here?")
+    assert verdict(Signals(ranked=(0, 2)), True, index, "Does QX work here?")
+    assert not verdict(Signals(ranked=(0, 14)), True, index, "Does QX work here?")
 
 
 def test_with_vectors_the_refusal_lets_an_initialism_the_corpus_has_pass() -> None:
@@ -167,11 +160,11 @@ def test_with_vectors_the_refusal_lets_an_initialism_the_corpus_has_pass() -> No
     similarity = np.full(index.passage_count, high - 0.1)
     similarity[0] = min(1.0, high + 0.1)
     found = Signals(similarity=similarity, ranked=(0, 2))
-    assert not refuse(found, True, index, "Does QX work here?")
-    assert refuse(Signals(ranked=(0, 2)), True, index, "Does QX work here?")
+    assert not verdict(found, True, index, "Does QX work here?")
+    assert verdict(Signals(ranked=(0, 2)), True, index, "Does QX work here?")
     # A name the corpus lacks, or a rare one no page found has, is refused either way.
-    assert refuse(found, True, index, "Does QX work with ZZ?")
-    assert refuse(found, True, index, "Does Wibble work here?")
+    assert verdict(found, True, index, "Does QX work with ZZ?")
+    assert verdict(found, True, index, "Does Wibble work here?")
 
 
 # --- The engine over the corpus ----------------------------------------------------------------
@@ -232,6 +225,19 @@ async def test_a_follow_up_stays_on_the_page_the_answer_before_it_cited(
     assert first_source(await engine.answer(then, [earlier])) == page
     elsewhere = Past(first, "According to install.md (Installing Tern): ...")
     assert first_source(await engine.answer(then, [elsewhere])) == "retries.md"
+
+
+@pytest.mark.parametrize("page", ["timeouts.md", "retries.md"])
+async def test_a_follow_up_stays_on_the_page_the_turn_before_it_kept_as_its_source(
+    engine: RetrievalEngine, page: str
+) -> None:
+    # The turn's sources say which page it was answered from, whatever its text names: an
+    # answer written by a language model need not name a file at all.
+    first, then = "What can I set on connections?", "How long does it wait?"
+    earlier = Past(first, "It says so in install.md, and more.", sources=(page, "install.md"))
+    assert first_source(await engine.answer(then, [earlier])) == page
+    nothing = Past(first, f"According to {page}: ...", sources=())
+    assert first_source(await engine.answer(then, [nothing])) == "retries.md"
 
 
 async def test_by_words_alone_the_same_engine_misses_a_paraphrase(engine: RetrievalEngine) -> None:

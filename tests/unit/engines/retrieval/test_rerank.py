@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.engines.retrieval.fusion import fuse, lexical_scores
+from app.engines.retrieval.fusion import fuse
+from app.engines.retrieval.lexical import top, word_scores
 from app.engines.retrieval.rerank import (
     FUSED_CANDIDATES,
     RANKING_CANDIDATES,
@@ -17,7 +18,6 @@ from app.engines.retrieval.rerank import (
 )
 from app.knowledge.corpus import CorpusPassage
 from app.knowledge.index import PassageIndex
-from app.knowledge.lexical import top
 from app.knowledge.tokens import tokenize, words
 
 QUESTION = "How do I donate leave hours to a coworker?"
@@ -39,11 +39,12 @@ def corpus() -> list[CorpusPassage]:
 def test_the_candidates_are_reordered_and_keep_the_fused_scores_scale() -> None:
     index = PassageIndex.from_passages(corpus())
     query = dict.fromkeys(tokenize(QUESTION), 1.0)
-    lexical = lexical_scores(index, query, words(QUESTION))
+    scored = word_scores(index, query, words(QUESTION))
+    lexical = scored.total
     similarity = np.random.default_rng(7).uniform(0.7, 0.9, index.passage_count)
     fused = fuse(lexical, similarity, index)
 
-    reordered = rerank(index, query, lexical, similarity, fused)
+    reordered = rerank(index, scored, similarity, fused)
 
     candidates = (
         set(top(fused, FUSED_CANDIDATES))
@@ -84,11 +85,12 @@ def test_the_fused_rankings_first_two_pages_stay_among_the_first_three_reordered
 def test_features_say_which_passage_opens_its_file_and_how_deep_its_heading_is() -> None:
     index = PassageIndex.from_passages(corpus())
     query = dict.fromkeys(tokenize(QUESTION), 1.0)
-    lexical = lexical_scores(index, query, words(QUESTION))
+    scored = word_scores(index, query, words(QUESTION))
+    lexical = scored.total
     similarity = np.full(index.passage_count, 0.8)
     fused = fuse(lexical, similarity, index)
     short, deep = 0, 13
-    rows = features(index, query, lexical, similarity, fused, np.array([short, deep]))
+    rows = features(index, scored, similarity, fused, np.array([short, deep]))
     opens, depth, log_passages = rows[:, 5], rows[:, 6], rows[:, 7]
     assert opens.tolist() == [1.0, 0.0]
     assert depth.tolist() == [0.0, 3.0]
@@ -98,7 +100,8 @@ def test_features_say_which_passage_opens_its_file_and_how_deep_its_heading_is()
 def test_a_short_page_on_the_question_wins_a_near_tie_against_a_section_deep_in_a_long_page() -> None:
     index = PassageIndex.from_passages(corpus())
     query = dict.fromkeys(tokenize(QUESTION), 1.0)
-    lexical = lexical_scores(index, query, words(QUESTION))
+    scored = word_scores(index, query, words(QUESTION))
+    lexical = scored.total
     short, deep = 0, 13
     similarity = np.full(index.passage_count, 0.75)
     similarity[[short, deep]] = 0.86
@@ -106,7 +109,7 @@ def test_a_short_page_on_the_question_wins_a_near_tie_against_a_section_deep_in_
     fused = fuse(lexical, similarity, index)
     assert fused[deep] > fused[short]
 
-    reordered = rerank(index, query, lexical, similarity, fused)
+    reordered = rerank(index, scored, similarity, fused)
 
     assert int(reordered.argmax()) == short
     assert reordered[deep] > 0

@@ -1,17 +1,18 @@
-"""The lexical part of a knowledge index: Okapi BM25 postings as flat arrays, scored with numpy.
+"""The lexical part of a knowledge index: Okapi BM25 postings as flat arrays.
 
 One vocabulary (term -> number) serves every field. A field keeps, for each term, the documents
 holding it and their precomputed BM25 weights in compressed sparse rows: the documents of term
-`t` are `ids[indptr[t]:indptr[t + 1]]`, in ascending order. A query costs one vectorised
-addition per query term, whatever the size of the corpus, and the arrays are served from the
-index file as they lie (`artifact.py`), so opening an index builds only the vocabulary.
+`t` are `ids[indptr[t]:indptr[t + 1]]`, in ascending order. Scoring a query on them (one
+vectorised addition per query term, whatever the size of the corpus) is ranking's
+(`app.engines.retrieval.lexical`); the arrays are served from the index file as they lie
+(`artifact.py`), so opening an index builds only the vocabulary.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -112,42 +113,13 @@ class Field:
             return self._idf_of_unknown
         return idf_of(self.size, int(self.indptr[term + 1] - self.indptr[term]))
 
-    def add_scores(self, into: Scores, query: Mapping[int, float], weight: float = 1.0) -> None:
-        """Add `weight` times the query's BM25 scores to `into` (one slot per document).
-
-        `query` maps term numbers to how much each counts (1 for a plain term).
-        """
+    def postings(self, term: int) -> tuple[Ids, Scores]:
+        """The documents holding term number `term`, ascending, and its BM25 weight in each."""
         assert self.weights is not None
-        for term, times in query.items():
-            start, end = self.indptr[term], self.indptr[term + 1]
-            if end > start:
-                into[self.ids[start:end]] += (weight * times) * self.weights[start:end]
-
-    def add_presence(self, into: Scores, query: Mapping[int, float]) -> None:
-        """Add each query term's weight to every document holding it."""
-        for term, weight in query.items():
-            start, end = self.indptr[term], self.indptr[term + 1]
-            if end > start:
-                into[self.ids[start:end]] += weight
-
-    def scores(self, query: Mapping[int, float]) -> Scores:
-        into = np.zeros(self.size, dtype=np.float64)
-        self.add_scores(into, query)
-        return into
+        start, end = self.indptr[term], self.indptr[term + 1]
+        return self.ids[start:end], self.weights[start:end]
 
 
 def idf_of(size: int, document_frequency: int) -> float:
     """Lucene's BM25 IDF of a term found in `document_frequency` of `size` documents."""
     return math.log(1 + (size - document_frequency + 0.5) / (document_frequency + 0.5))
-
-
-def top(scores: Scores, k: int) -> list[int]:
-    """Up to `k` document numbers with a positive score, best first (ties in document order)."""
-    if k <= 0 or not scores.size:
-        return []
-    if scores.size > 4 * k + 64:
-        candidates = np.argpartition(-scores, k)[:k]
-        order = sorted(candidates.tolist(), key=lambda i: (-scores[i], i))
-    else:
-        order = np.argsort(-scores, kind="stable")[:k].tolist()
-    return [i for i in order if scores[i] > 0]
