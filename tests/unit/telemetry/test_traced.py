@@ -19,6 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from support.asgi import client
+from support.jsonrpc import envelope
 from support.scripted_engine import ScriptedEngine
 
 from app.auth.dev import DevIssuer
@@ -33,16 +34,6 @@ from app.telemetry.traced import TracedEngine, TracedStore
 pytestmark = pytest.mark.anyio
 
 QUESTION = "What does the secret phrase zebra-lantern mean?"
-MODERN = {
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2026-07-28",
-    "Mcp-Method": "tools/call",
-    "Mcp-Name": "ask",
-}
-ENVELOPE = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 class Recorded:
@@ -89,13 +80,10 @@ async def traced(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Recor
 
 
 async def ask(http: httpx.AsyncClient, token: str, arguments: dict[str, Any]) -> httpx.Response:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "ask", "arguments": arguments, "_meta": ENVELOPE},
-    }
-    return await http.post("/mcp", json=body, headers={**MODERN, "Authorization": f"Bearer {token}"})
+    call = envelope("tools/call", {"name": "ask", "arguments": arguments})
+    return await http.post(
+        "/mcp", json=call.body, headers={**call.headers, "Authorization": f"Bearer {token}"}
+    )
 
 
 async def test_one_ask_is_one_trace_of_request_sign_in_store_and_engine_spans(
