@@ -10,14 +10,9 @@ import anyio
 import httpx
 import pytest
 from support.anvil_server import AnvilServer
+from support.jsonrpc import envelope
 
 pytestmark = pytest.mark.anyio
-
-ACCEPT = "application/json, text/event-stream"
-META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 class Mcp:
@@ -26,19 +21,12 @@ class Mcp:
     def __init__(self, server: AnvilServer, http: httpx.AsyncClient, user: str | None = "alice") -> None:
         self.server = server
         self.http = http
-        self.headers = {"Accept": ACCEPT, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
-        if user is not None:
-            self.headers["Authorization"] = f"Bearer {server.token(user)}"
+        self.token = {} if user is None else {"Authorization": f"Bearer {server.token(user)}"}
 
     async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": name, "arguments": arguments, "_meta": META},
-        }
+        call = envelope("tools/call", {"name": name, "arguments": arguments})
         response = await self.http.post(
-            self.server.mcp_url, json=body, headers={**self.headers, "Mcp-Name": name}
+            self.server.mcp_url, json=call.body, headers={**call.headers, **self.token}
         )
         assert response.status_code == 200, response.text
         result: dict[str, Any] = response.json()["result"]

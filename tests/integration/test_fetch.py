@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from support.anvil_server import AnvilServer
+from support.jsonrpc import mcp_call
 
 
 def get(server: AnvilServer, **params: object) -> httpx.Response:
@@ -42,18 +43,9 @@ def test_anything_but_a_corpus_file_is_not_found(docs_server: AnvilServer, sourc
 
 
 def test_fetch_over_mcp_is_a_read_only_tool(docs_server: AnvilServer) -> None:
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Authorization": f"Bearer {docs_server.token('reader')}",
-        "MCP-Protocol-Version": "2025-06-18",
-    }
-    call = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "tools/call",
-        "params": {"name": "fetch", "arguments": {"source": "mcp.md", "maxChars": 200}},
-    }
-    result = httpx.post(docs_server.mcp_url, json=call, headers=headers).json()["result"]
+    reader = {"Authorization": f"Bearer {docs_server.token('reader')}"}
+    arguments = {"source": "mcp.md", "maxChars": 200}
+    result = mcp_call(docs_server, "fetch", arguments, reader, request_id=2).json()["result"]
     assert result["isError"] is False
     structured = result["structuredContent"]
     assert structured["source"] == "mcp.md" and structured["truncated"] is True

@@ -13,17 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.anvil_server import AnvilServer, anvil_command, free_port, run_anvil
-
-MODERN = {
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2026-07-28",
-    "Content-Type": "application/json",
-    "Mcp-Method": "tools/call",
-}
-ENVELOPE = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
+from support.jsonrpc import envelope
 
 
 def logged_messages(output: str) -> list[str]:
@@ -85,9 +75,8 @@ def test_the_conversation_quota_refuses_only_new_conversations(limited: AnvilSer
     assert started.status_code == 409 and "delete_conversation" in started.json()["detail"]
 
     arguments = {"question": "q", "conversationId": "q-4"}
-    params = {"name": "ask", "arguments": arguments, "_meta": ENVELOPE}
-    body = json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": params})
-    result = httpx.post(limited.mcp_url, content=body.encode(), headers={**MODERN, "Mcp-Name": "ask", **auth})
+    call = envelope("tools/call", {"name": "ask", "arguments": arguments}, request_id=4)
+    result = httpx.post(limited.mcp_url, content=call.content, headers={**call.headers, **auth})
     assert result.json()["result"]["isError"] is True
     assert result.json()["result"]["content"][0]["text"].startswith("You keep 2 conversations")
 

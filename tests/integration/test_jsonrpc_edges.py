@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from support.anvil_server import AnvilServer
-from support.jsonrpc import MODERN, MODERN_META, ask, assert_refused, fresh, headers, post, stored_turns
+from support.jsonrpc import MODERN, ask, assert_refused, envelope, fresh, headers, post, stored_turns
 
 
 @pytest.mark.parametrize("version", [None, "2025-06-18", MODERN])
@@ -48,9 +48,9 @@ def test_messages_that_are_not_requests_are_still_accepted(dev_server: AnvilServ
     for message in [notification, *posted_responses()]:
         response = post(dev_server, json.dumps(message).encode(), headers(dev_server, "2025-06-18"))
         assert response.status_code == 202 and response.content == b"", (message, response.text)
-    modern = {**notification, "params": {"_meta": MODERN_META}}
+    modern = envelope("notifications/initialized")
     sent = headers(dev_server, MODERN, method="notifications/initialized")
-    response = post(dev_server, json.dumps(modern).encode(), sent)
+    response = post(dev_server, modern.content, sent)
     assert response.status_code == 202 and response.content == b""
 
 

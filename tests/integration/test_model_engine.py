@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from support.anvil_server import AnvilServer, run_anvil
+from support.jsonrpc import MODERN, envelope, mcp_call, messages
 from support.openai_server import NOT_COVERED, Failure, FakeOpenAI, Reply, Stall, running_openai
 
 from app.stores.codec import from_document
@@ -211,44 +212,14 @@ def test_a_model_that_does_not_answer_in_time_is_an_error_and_nothing_is_stored(
 
 def test_a_model_failure_is_a_tool_error_over_mcp(server: AnvilServer, fake: FakeOpenAI) -> None:
     fake.script(Failure(429, {"Retry-After": "4"}))
-    events = mcp_call(server, "2026-07-28", {"question": "How does sign-in work?"})
-    result = events[-1]["result"]
+    call = mcp_call(server, "ask", {"question": "How does sign-in work?"}, alice(server), version=MODERN)
+    result = messages(call)[-1]["result"]
     assert result["isError"] is True
     assert result["content"][0]["text"] == "The language model is busy; retry in 4 s."
 
 
-def mcp_call(
-    server: AnvilServer, version: str, arguments: dict[str, Any], progress_token: str | None = None
-) -> list[dict[str, Any]]:
-    """A raw `tools/call` of `ask` in the given era; the JSON-RPC messages of the answer, in order."""
-    params: dict[str, Any] = {"name": "ask", "arguments": arguments}
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Authorization": f"Bearer {server.token('alice')}",
-        "MCP-Protocol-Version": version,
-    }
-    meta: dict[str, Any] = {}
-    if version == "2026-07-28":
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": version,
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-        headers |= {"Mcp-Method": "tools/call", "Mcp-Name": "ask"}
-    if progress_token is not None:
-        meta["progressToken"] = progress_token
-    if meta:
-        params["_meta"] = meta
-    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
-    response = httpx.post(server.mcp_url, json=body, headers=headers, timeout=30)
-    assert response.status_code == 200, response.text
-    if response.headers["content-type"].startswith("application/json"):
-        return [response.json()]
-    assert response.headers["content-type"].startswith("text/event-stream")
-    return [
-        json.loads(line.removeprefix("data:").strip())
-        for line in response.text.splitlines()
-        if line.startswith("data:") and line.removeprefix("data:").strip()
-    ]
+def alice(server: AnvilServer) -> dict[str, str]:
+    return {"Authorization": f"Bearer {server.token('alice')}"}
 
 
 @pytest.mark.parametrize("version", ["2025-06-18", "2026-07-28"])
@@ -257,8 +228,11 @@ def test_progress_notifications_arrive_before_the_result_when_asked_for(
 ) -> None:
     before = len(fake.requests)
     fake.script(Reply("Tokens are validated against Entra [1].", chunks=6))
-    messages = mcp_call(server, version, {"question": "How does sign-in work?"}, progress_token="p-1")
-    *notifications, last = messages
+    arguments = {"question": "How does sign-in work?"}
+    call = mcp_call(
+        server, "ask", arguments, alice(server), version=version, request_id=7, meta={"progressToken": "p-1"}
+    )
+    *notifications, last = messages(call)
     assert notifications, "a progress token must bring progress notifications"
     assert all(m["method"] == "notifications/progress" for m in notifications)
     assert all(m["params"]["progressToken"] == "p-1" for m in notifications)
@@ -275,7 +249,9 @@ def test_without_a_progress_token_the_answer_is_one_json_document(
     server: AnvilServer, fake: FakeOpenAI, version: str
 ) -> None:
     before = len(fake.requests)
-    (message,) = mcp_call(server, version, {"question": "How does sign-in work?"})
+    (message,) = messages(
+        mcp_call(server, "ask", {"question": "How does sign-in work?"}, alice(server), version=version)
+    )
     assert message["result"]["isError"] is False
     assert not fake.requests[before].body.get("stream")
 
@@ -331,23 +307,13 @@ def test_a_client_that_goes_away_cancels_the_model_call(
 ) -> None:
     fake.disconnected.clear()
     fake.script(Reply("Tokens are validated against Entra [1].", hold=True))
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Authorization": f"Bearer {server.token('alice')}",
-        "MCP-Protocol-Version": version,
-    }
-    meta: dict[str, Any] = {"progressToken": "p-2"}
-    if version == "2026-07-28":
-        meta |= {
-            "io.modelcontextprotocol/protocolVersion": version,
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-        headers |= {"Mcp-Method": "tools/call", "Mcp-Name": "ask"}
-    params = {"name": "ask", "arguments": {"question": "How does sign-in work?"}, "_meta": meta}
-    body = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": params}
+    params = {"name": "ask", "arguments": {"question": "How does sign-in work?"}}
+    call = envelope("tools/call", params, version=version, request_id=8, meta={"progressToken": "p-2"})
     with (
         httpx.Client(timeout=30) as client,
-        client.stream("POST", server.mcp_url, json=body, headers=headers) as response,
+        client.stream(
+            "POST", server.mcp_url, json=call.body, headers={**call.headers, **alice(server)}
+        ) as response,
     ):
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():

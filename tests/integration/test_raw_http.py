@@ -8,13 +8,9 @@ from typing import Any
 import httpx
 import pytest
 from support.anvil_server import AnvilServer
+from support.jsonrpc import ACCEPT, envelope
 
-ACCEPT = "application/json, text/event-stream"
 ALL_VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 def auth(server: AnvilServer, user: str = "alice") -> dict[str, str]:
@@ -24,28 +20,15 @@ def auth(server: AnvilServer, user: str = "alice") -> dict[str, str]:
 def legacy(
     server: AnvilServer, method: str, params: dict[str, Any] | None = None, **headers: str
 ) -> httpx.Response:
-    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 7, "method": method}
-    if params is not None:
-        body["params"] = params
-    return httpx.post(server.mcp_url, json=body, headers={**auth(server), **headers})
+    call = envelope(method, params, version=None, request_id=7)
+    return httpx.post(server.mcp_url, json=call.body, headers={**call.headers, **auth(server), **headers})
 
 
 def modern_call(
     server: AnvilServer, name: str, arguments: dict[str, Any], user: str = "alice"
 ) -> httpx.Response:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 9,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": arguments, "_meta": MODERN_META},
-    }
-    headers = {
-        **auth(server, user),
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": name,
-    }
-    return httpx.post(server.mcp_url, json=body, headers=headers)
+    call = envelope("tools/call", {"name": name, "arguments": arguments}, request_id=9)
+    return httpx.post(server.mcp_url, json=call.body, headers={**call.headers, **auth(server, user)})
 
 
 @pytest.mark.parametrize("version", ALL_VERSIONS[:4])
@@ -80,9 +63,10 @@ def test_legacy_and_modern_calls_continue_one_conversation(dev_server: AnvilServ
 
 
 def test_server_discover_answers_without_initialize(dev_server: AnvilServer) -> None:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": MODERN_META}}
-    headers = {**auth(dev_server), "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
-    response = httpx.post(dev_server.mcp_url, json=body, headers=headers)
+    discover = envelope("server/discover")
+    response = httpx.post(
+        dev_server.mcp_url, json=discover.body, headers={**discover.headers, **auth(dev_server)}
+    )
     assert response.status_code == 200
     result = response.json()["result"]
     assert result["supportedVersions"] == ALL_VERSIONS

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from support.anvil_server import AnvilServer, run_anvil
 from support.cosmos import run_cosmos_server
+from support.jsonrpc import envelope
 from support.telemetry_receivers import (
     AZURE_EXPORTER_QUIET_ENV,
     AzureIngestion,
@@ -26,27 +27,12 @@ FAST_EXPORT = {
     "OTEL_BSP_SCHEDULE_DELAY": "50",
     "OTEL_BLRP_SCHEDULE_DELAY": "50",
 }
-ENVELOPE = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 def ask(server: AnvilServer, token: str, arguments: dict[str, Any]) -> httpx.Response:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "ask", "arguments": arguments, "_meta": ENVELOPE},
-    }
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "ask",
-        "Authorization": f"Bearer {token}",
-    }
-    return httpx.post(server.mcp_url, json=body, headers=headers, timeout=30)
+    call = envelope("tools/call", {"name": "ask", "arguments": arguments})
+    headers = {**call.headers, "Authorization": f"Bearer {token}"}
+    return httpx.post(server.mcp_url, json=call.body, headers=headers, timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -91,7 +91,7 @@ async def test_an_ask_whose_conversation_was_deleted_meanwhile_starts_it_again_w
 
     async with anyio.create_task_group() as group:
         group.start_soon(ask)
-        await services.wait_for_answers(1)
+        await services.engine.wait_for_calls(1)
         assert await services.conversations.delete(ALICE, "c") is True
         services.engine.gate.set()
     (result,) = results
@@ -111,7 +111,7 @@ async def test_seven_asks_racing_a_delete_keep_all_seven_turns_and_none_of_the_d
     async with anyio.create_task_group() as group:
         for n in range(1, 8):
             group.start_soon(ask, n)
-        await services.wait_for_answers(7)
+        await services.engine.wait_for_calls(7)
         assert await services.conversations.delete(ALICE, "c") is True
         services.engine.gate.set()
     stored = await services.questions()
@@ -145,7 +145,7 @@ async def test_a_writer_queued_behind_one_whose_conversation_was_deleted_starts_
     async with anyio.create_task_group() as group:
         group.start_soon(ask, "NEW-1")
         group.start_soon(ask, "NEW-2")
-        await services.wait_for_answers(2)
+        await services.engine.wait_for_calls(2)
         services.engine.gate.set()
         # Let the first writer land, then delete before the second one writes.
         while not results:

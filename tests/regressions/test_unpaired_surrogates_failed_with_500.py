@@ -4,25 +4,13 @@ instead of a 400 naming the field. Fixed in 0.3.0."""
 
 from __future__ import annotations
 
-import json
-
 import httpx
 import pytest
 from support.anvil_server import AnvilServer
+from support.jsonrpc import envelope
 
 #: A JSON text with a lone high surrogate escaped: valid JSON, not valid Unicode.
 LONE = "\\ud800"
-
-MODERN = {
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2026-07-28",
-    "Content-Type": "application/json",
-    "Mcp-Method": "tools/call",
-}
-ENVELOPE = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 def bearer(server: AnvilServer) -> dict[str, str]:
@@ -64,11 +52,11 @@ def test_a_lone_surrogate_in_a_title_is_refused_too(dev_server: AnvilServer) -> 
 
 
 def test_a_lone_surrogate_over_mcp_is_a_tool_error_naming_the_field(dev_server: AnvilServer) -> None:
-    params = f'{{"name": "ask", "arguments": {{"question": "why{LONE}?"}}, "_meta": {json.dumps(ENVELOPE)}}}'
-    body = f'{{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {params}}}'
+    call = envelope("tools/call", {"name": "ask", "arguments": {"question": "why\ud800?"}}, request_id=3)
+    assert LONE.encode() in call.content, "the surrogate is sent escaped, as valid JSON"
     logged_before = len(dev_server.log())
     response = httpx.post(
-        dev_server.mcp_url, content=body.encode(), headers={**MODERN, "Mcp-Name": "ask", **bearer(dev_server)}
+        dev_server.mcp_url, content=call.content, headers={**call.headers, **bearer(dev_server)}
     )
     assert response.status_code == 200, response.text
     result = response.json()["result"]

@@ -12,6 +12,7 @@ import httpx
 from support.anvil_server import AnvilServer
 from support.entra_issuer import EntraIssuer
 from support.entra_keys import LOCAL_CLIENT_ID, LOCAL_TENANT
+from support.jsonrpc import mcp_call
 
 TENANT = LOCAL_TENANT
 OTHER_TENANT = "9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
@@ -19,7 +20,6 @@ CLIENT_ID = LOCAL_CLIENT_ID
 SCOPE = "access_as_user"
 PUBLIC_URL = "https://anvil.example.com"
 METADATA_URL = f"{PUBLIC_URL}/.well-known/oauth-protected-resource/mcp"
-ACCEPT = "application/json, text/event-stream"
 DB_NAME = "conversations.sqlite3"
 
 
@@ -44,25 +44,6 @@ def new_id(prefix: str = "conv") -> str:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-def mcp_call(
-    server: AnvilServer,
-    name: str,
-    arguments: dict[str, Any],
-    headers: dict[str, str],
-    *,
-    url: str | None = None,
-) -> httpx.Response:
-    """A stateless `tools/call` (2025-06-18 framing) with `headers` added."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": arguments},
-    }
-    all_headers = {"Accept": ACCEPT, "MCP-Protocol-Version": "2025-06-18", **headers}
-    return httpx.post(url or server.mcp_url, json=body, headers=all_headers, timeout=30)
 
 
 def ask_mcp(

@@ -12,8 +12,9 @@ import pytest
 from support.anvil_server import AnvilServer, free_port, run_anvil
 from support.entra_issuer import EntraIssuer, running_issuer
 from support.entra_keys import signing_key
+from support.jsonrpc import LEGACY, envelope
 
-from .calls import ACCEPT, CLIENT_ID, TENANT, ask_mcp, entra_env, new_id, rows_for
+from .calls import CLIENT_ID, TENANT, ask_mcp, entra_env, new_id, rows_for
 
 #: Short enough to wait out in a test, long enough to hold a whole flood inside one window.
 COOLDOWN = 1.0
@@ -68,17 +69,13 @@ def test_a_new_key_is_accepted_after_exactly_one_refetch(
 async def flood(server: AnvilServer, tokens: list[str]) -> list[int]:
     """POST every token at once; the status codes in order."""
     statuses = [0] * len(tokens)
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask", "arguments": {}}}
+    call = envelope("tools/call", {"name": "ask", "arguments": {}}, version=LEGACY)
 
     async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=len(tokens))) as client:
 
         async def one(index: int, token: str) -> None:
-            headers = {
-                "Authorization": f"Bearer {token}",
-                "Accept": ACCEPT,
-                "MCP-Protocol-Version": "2025-06-18",
-            }
-            statuses[index] = (await client.post(server.mcp_url, json=body, headers=headers)).status_code
+            headers = {**call.headers, "Authorization": f"Bearer {token}"}
+            statuses[index] = (await client.post(server.mcp_url, json=call.body, headers=headers)).status_code
 
         async with anyio.create_task_group() as group:
             for index, token in enumerate(tokens):

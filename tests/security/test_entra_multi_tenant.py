@@ -8,6 +8,7 @@ import httpx
 import pytest
 from support.anvil_server import AnvilServer, run_anvil
 from support.entra_issuer import EntraIssuer
+from support.jsonrpc import mcp_call
 
 from .calls import (
     OTHER_TENANT,
@@ -15,7 +16,6 @@ from .calls import (
     ask_mcp,
     bearer,
     entra_env,
-    mcp_call,
     new_id,
     rows_for,
     stored_rows,

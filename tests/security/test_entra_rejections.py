@@ -17,9 +17,9 @@ import pytest
 from support.anvil_server import AnvilServer
 from support.entra_issuer import EntraIssuer
 from support.entra_keys import b64json, hs256_token, signing_key, unsigned_token
+from support.jsonrpc import mcp_call
 
 from .calls import (
-    ACCEPT,
     METADATA_URL,
     OTHER_TENANT,
     SCOPE,
@@ -169,14 +169,7 @@ CASES: dict[str, tuple[Callable[[EntraIssuer], Attempt], str]] = {
 def send(server: AnvilServer, surface: str, attempt: Attempt, conversation_id: str) -> httpx.Response:
     arguments = {"question": "who am I?", "conversationId": conversation_id}
     if surface == "mcp":
-        body: dict[str, Any] = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": "ask", "arguments": arguments},
-        }
-        headers = {"Accept": ACCEPT, "MCP-Protocol-Version": "2025-06-18", **attempt.headers}
-        return httpx.post(server.mcp_url + attempt.query, json=body, headers=headers, timeout=30)
+        return mcp_call(server, "ask", arguments, attempt.headers, url=server.mcp_url + attempt.query)
     return httpx.post(
         f"{server.url}/api/ask{attempt.query}", json=arguments, headers=attempt.headers, timeout=30
     )

@@ -6,6 +6,7 @@ import httpx
 import pytest
 from support.anvil_server import AnvilServer
 from support.entra_issuer import EntraIssuer
+from support.jsonrpc import mcp_call
 
 from .calls import (
     CLIENT_ID,
@@ -16,7 +17,6 @@ from .calls import (
     ask_mcp,
     ask_rest,
     bearer,
-    mcp_call,
     new_id,
     rows_for,
     stored_rows,

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis import Case, GenerationMode
 from support.anvil_server import AnvilServer, run_anvil
+from support.jsonrpc import LEGACY, MODERN, envelope
 
 from app.main import create_app
 from app.settings import Settings
@@ -138,15 +139,13 @@ ARGUMENTS = st.dictionaries(
 METHODS = st.sampled_from(
     ["tools/call", "tools/list", "initialize", "ping", "prompts/list", "resources/read", "nope/nope"]
 )
-ENVELOPE = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 @st.composite
 def envelopes(draw: st.DrawFn) -> tuple[Any, dict[str, str]]:
-    """A JSON-RPC message, mostly well-formed, with the headers its era asks for."""
+    """A JSON-RPC message, mostly well-formed, with the headers its era asks for: the envelope a
+    client of that era sends, then changed as drawn (its `_meta` left out, another `jsonrpc`, an
+    id of any JSON type or none, or the whole body replaced by any JSON value)."""
     modern = draw(st.booleans())
     method = draw(METHODS)
     params: Any = (
@@ -154,23 +153,22 @@ def envelopes(draw: st.DrawFn) -> tuple[Any, dict[str, str]]:
         if method == "tools/call"
         else draw(st.none() | st.dictionaries(st.text(max_size=10), JSON_VALUES, max_size=3))
     )
-    if modern and isinstance(params, dict) and draw(st.booleans()):
-        params["_meta"] = ENVELOPE
-    message: Any = {"jsonrpc": draw(st.sampled_from(["2.0", "2.0", "1.0"])), "method": method}
+    version = MODERN if modern else draw(st.sampled_from([None, LEGACY]))
+    sent = envelope(method, params, version=version)
+    message: Any = {**sent.body, "jsonrpc": draw(st.sampled_from(["2.0", "2.0", "1.0"]))}
+    if not (modern and params is not None and draw(st.booleans())):
+        message.pop("params", None)
+        if params is not None:
+            message["params"] = params  # as drawn, without the envelope's `_meta`
     if draw(st.integers(0, 9)):
         message["id"] = draw(st.integers() | st.text(max_size=8) | st.none() | st.booleans())
-    if params is not None:
-        message["params"] = params
+    else:
+        message.pop("id", None)
     if not draw(st.integers(0, 9)):
         message = draw(JSON_VALUES)  # anything at all
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    if modern:
-        headers["MCP-Protocol-Version"] = "2026-07-28"
-        headers["Mcp-Method"] = method
-        if isinstance(params, dict) and isinstance(params.get("name"), str) and params["name"].isascii():
-            headers["Mcp-Name"] = params["name"]
-    elif draw(st.booleans()):
-        headers["MCP-Protocol-Version"] = "2025-06-18"
+    headers = sent.headers
+    if not headers.get("Mcp-Name", "").isascii():
+        del headers["Mcp-Name"]  # a header value is ASCII: a client could not send this one
     return message, headers
 
 

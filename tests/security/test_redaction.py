@@ -17,10 +17,11 @@ import pytest
 from support.anvil_server import run_anvil
 from support.entra_issuer import EntraIssuer
 from support.entra_keys import signing_key
+from support.jsonrpc import mcp_call
 
 from app.telemetry.redaction import REDACTED, TokenRedactor, redact
 
-from .calls import TENANT, bearer, entra_env, mcp_call, new_id, tool_result
+from .calls import TENANT, bearer, entra_env, new_id, tool_result
 
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjMifQ.c2lnbmF0dXJlLWJ5dGVz"
 

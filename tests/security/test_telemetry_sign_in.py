@@ -7,9 +7,10 @@ from pathlib import Path
 
 from support.anvil_server import run_anvil
 from support.entra_issuer import EntraIssuer
+from support.jsonrpc import mcp_call
 from support.telemetry_receivers import OtlpReceiver, running_otlp_receiver
 
-from .calls import TENANT, bearer, entra_env, mcp_call, new_id
+from .calls import TENANT, bearer, entra_env, new_id
 
 
 def test_sign_in_spans_key_fetches_and_failures_are_exported(issuer: EntraIssuer, tmp_path: Path) -> None:

@@ -1,22 +1,18 @@
 """Doubles for AskService tests: principals, a clock moved by hand, a store that counts its
-calls (and one that loses a race), an engine that records what it was given."""
+calls (and one that loses a race). The engine is `support.scripted_engine.ScriptedEngine`."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
 
 import anyio
 import anyio.lowlevel
 
 from app.domain.conversation import Conversation, Turn
-from app.domain.ports import Answer, PastExchange, Progress, Stored, VersionConflict
+from app.domain.ports import Stored, VersionConflict
 from app.domain.principal import Principal
-from app.engines.echo import EchoEngine
 from app.stores.memory import MemoryStore
-from support.exchange import Exchange
 
 TENANT = "tenant-1"
 ALICE = Principal(oid="oid-alice", tid=TENANT, scopes=frozenset({"access_as_user"}), expires_at=2e9)
@@ -104,50 +100,6 @@ class InterruptingStore(CountingStore):
             self.calls["replace"] += 1
             raise VersionConflict(conversation.key)
         return await super().replace(conversation, if_match=if_match)
-
-
-@dataclass(frozen=True)
-class EngineCall:
-    question: str
-    history: tuple[Exchange, ...]
-    instructions: str | None
-
-
-class RecordingEngine:
-    """Answers like `EchoEngine` and records what it was given; optionally yields first."""
-
-    name = "recording"
-
-    def __init__(self, *, yielding: bool = False) -> None:
-        self.calls: list[EngineCall] = []
-        self.progress: list[Progress | None] = []
-        self.yielding = yielding
-        #: Answered (or raised) instead of the echo, once each, in order.
-        self.scripted: list[Answer | Exception] = []
-        self._echo = EchoEngine()
-
-    async def answer(
-        self,
-        question: str,
-        history: Sequence[PastExchange],
-        instructions: str | None = None,
-        *,
-        progress: Progress | None = None,
-    ) -> Answer:
-        self.calls.append(
-            EngineCall(
-                question, tuple(Exchange(h.question, h.answer, h.sources) for h in history), instructions
-            )
-        )
-        self.progress.append(progress)
-        if self.yielding:
-            await anyio.lowlevel.checkpoint()
-        if self.scripted:
-            scripted = self.scripted.pop(0)
-            if isinstance(scripted, Exception):
-                raise scripted
-            return scripted
-        return await self._echo.answer(question, history, instructions)
 
 
 def stored_key(memory: MemoryStore, principal: Principal, conversation_id: str) -> str:

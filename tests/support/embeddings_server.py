@@ -27,7 +27,6 @@ from typing import Any
 
 import anyio
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -35,6 +34,7 @@ from starlette.routing import Route
 
 from support.anvil_server import free_port, stop
 from support.openai_server import Failure
+from support.threaded_server import serving_in_thread
 
 START_TIMEOUT = 60.0
 
@@ -192,19 +192,5 @@ class EmbeddingsStandIn:
 def running_stand_in(upstream: str) -> Iterator[EmbeddingsStandIn]:
     """A started stand-in forwarding to `upstream`; stopped (and its thread joined) on exit."""
     stand_in = EmbeddingsStandIn(upstream)
-    config = uvicorn.Config(
-        stand_in.app(), host="127.0.0.1", port=stand_in.port, log_level="warning", lifespan="off"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the embeddings stand-in did not start")
-        time.sleep(0.01)  # polling the server's own started flag
-    try:
+    with serving_in_thread(stand_in.app(), stand_in.port, "the embeddings stand-in"):
         yield stand_in
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from support.anvil_server import free_port
+from support.threaded_server import serving_in_thread
 
 NOT_COVERED = "The documentation does not cover this."
 
@@ -238,18 +238,8 @@ class FakeOpenAI:
 def running_openai() -> Iterator[FakeOpenAI]:
     """A started server; stopped (and its thread joined) on exit."""
     fake = FakeOpenAI()
-    config = uvicorn.Config(fake.app(), host="127.0.0.1", port=fake.port, log_level="warning", lifespan="off")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the local OpenAI-protocol server did not start")
-        time.sleep(0.01)  # polling the server's own started flag
-    try:
-        yield fake
-    finally:
-        fake.stopping.set()
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serving_in_thread(fake.app(), fake.port, "the local OpenAI-protocol server"):
+        try:
+            yield fake
+        finally:
+            fake.stopping.set()

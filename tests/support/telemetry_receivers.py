@@ -24,7 +24,6 @@ import gzip
 import json
 import re
 import threading
-import time
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-import uvicorn
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
@@ -54,6 +52,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from support.anvil_server import free_port
+from support.threaded_server import serving_in_thread
 from support.tls import tls_files
 
 #: The instrumentation key in `AzureIngestion.connection_string` (any GUID does; this one is fixed).
@@ -537,25 +536,11 @@ def _serving(recorder: R) -> Iterator[R]:
         files = tls_files()
         recorder.ca_file = files.ca_file
         tls = {"ssl_certfile": str(files.cert_file), "ssl_keyfile": str(files.key_file)}
-    config = uvicorn.Config(
-        recorder.asgi(), host="127.0.0.1", port=recorder.port, log_level="warning", lifespan="off", **tls
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError(f"the local {type(recorder).__name__} did not start")
-        time.sleep(0.01)  # polling the server's own started flag
-    try:
+    # An idle keep-alive TLS client (the exporters keep one) never answers the server's close_notify,
+    # so a graceful stop would wait out asyncio's 30 s TLS shutdown timeout: stop at once instead.
+    what = f"the local {type(recorder).__name__}"
+    with serving_in_thread(recorder.asgi(), recorder.port, what, stop_at_once=recorder.tls, **tls):
         yield recorder
-    finally:
-        server.should_exit = True
-        # An idle keep-alive TLS client (the exporters keep one) never answers the server's close_notify,
-        # so a graceful stop would wait out asyncio's 30 s TLS shutdown timeout: stop at once instead.
-        server.force_exit = recorder.tls
-        thread.join(timeout=30)
 
 
 @contextmanager

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from support.scripted_engine import ScriptedEngine
 from support.stores import read
 
 from app.domain.ask import AskService, HistoryLimits
 from app.domain.ask_types import AskRequest
-from app.domain.ports import Answer, Document, Passage, PastExchange, Progress
+from app.domain.ports import Answer
 from app.domain.principal import Principal
 from app.engines.echo import EchoEngine
 from app.stores.codec import to_document
@@ -59,34 +59,15 @@ async def test_a_one_shot_ask_costs_no_store_operation() -> None:
     assert store.calls == Counter()
 
 
-class SameShapeEngine:
-    """Answers of one shape whatever the history, so sizes compare like with like."""
-
-    name = "same-shape"
-
-    async def answer(
-        self,
-        question: str,
-        history: Sequence[PastExchange],
-        instructions: str | None = None,
-        *,
-        progress: Progress | None = None,
-    ) -> Answer:
-        return Answer(f"The answer to {question!r} is 42.")
-
-    async def search(self, text: str, max_results: int) -> list[Passage]:
-        return []
-
-    async def fetch(self, source: str, max_chars: int) -> Document | None:
-        return None
-
-
 async def test_the_stored_item_at_turn_500_is_no_larger_than_at_turn_50() -> None:
     store = MemoryStore()
-    service = AskService(store, SameShapeEngine(), limits=HistoryLimits(max_turns=50))
+    questions = [f"question number {turn:04d}" for turn in range(1, 501)]
+    # Answers of one shape whatever the history, so sizes compare like with like.
+    engine = ScriptedEngine(*(Answer(f"The answer to {question!r} is 42.") for question in questions))
+    service = AskService(store, engine, limits=HistoryLimits(max_turns=50))
     sizes = {}
-    for turn in range(1, 501):
-        await service.ask(ALICE, AskRequest(f"question number {turn:04d}", "long-running"))
+    for turn, question in enumerate(questions, start=1):
+        await service.ask(ALICE, AskRequest(question, "long-running"))
         if turn in (50, 500):
             stored = await read(store, ALICE.oid, "long-running")
             assert stored is not None

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from support.ask_doubles import CountingStore, FakeClock, RecordingEngine
+from support.ask_doubles import CountingStore, FakeClock
+from support.scripted_engine import ScriptedEngine
 
 from app.domain.ask import AskService
 from app.stores.memory import MemoryStore
@@ -25,10 +26,10 @@ def store(memory: MemoryStore) -> CountingStore:
 
 
 @pytest.fixture
-def engine() -> RecordingEngine:
-    return RecordingEngine()
+def engine() -> ScriptedEngine:
+    return ScriptedEngine()
 
 
 @pytest.fixture
-def service(store: CountingStore, engine: RecordingEngine, clock: FakeClock) -> AskService:
+def service(store: CountingStore, engine: ScriptedEngine, clock: FakeClock) -> AskService:
     return AskService(store, engine, clock=clock)

@@ -10,12 +10,11 @@ from support.ask_doubles import (
     BOB,
     TENANT,
     CountingStore,
-    EngineCall,
     FakeClock,
-    RecordingEngine,
     stored_key,
 )
 from support.exchange import Exchange
+from support.scripted_engine import EngineCall, ScriptedEngine
 from support.stores import read
 
 from app.domain.ask import AskService, HistoryLimits
@@ -31,7 +30,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_signed_in_with_id_creates_then_continues(
-    service: AskService, engine: RecordingEngine, memory: MemoryStore
+    service: AskService, engine: ScriptedEngine, memory: MemoryStore
 ) -> None:
     first = await service.ask(ALICE, AskRequest("What is Anvil?", conversation_id="conv-1"))
 
@@ -58,7 +57,7 @@ async def test_signed_in_with_id_creates_then_continues(
 
 
 async def test_signed_in_without_id_is_one_shot_with_no_store_calls(
-    service: AskService, store: CountingStore, engine: RecordingEngine
+    service: AskService, store: CountingStore, engine: ScriptedEngine
 ) -> None:
     result = await service.ask(ALICE, AskRequest("What is Anvil?"))
 
@@ -92,7 +91,7 @@ async def test_anonymous_with_id_is_one_shot_and_the_id_is_ignored(
 
 
 async def test_another_user_with_the_same_id_starts_fresh(
-    service: AskService, engine: RecordingEngine, memory: MemoryStore
+    service: AskService, engine: ScriptedEngine, memory: MemoryStore
 ) -> None:
     await service.ask(ALICE, AskRequest("Alice's secret question", conversation_id="shared"))
     alice_before = await read(memory, ALICE.oid, "shared")
@@ -116,7 +115,7 @@ async def test_another_user_with_the_same_id_starts_fresh(
 
 
 async def test_same_user_in_another_tenant_is_refused_and_nothing_changes(
-    service: AskService, engine: RecordingEngine, memory: MemoryStore
+    service: AskService, engine: ScriptedEngine, memory: MemoryStore
 ) -> None:
     await service.ask(ALICE, AskRequest("First", conversation_id="conv-1"))
     before = await read(memory, ALICE.oid, "conv-1")
@@ -132,7 +131,7 @@ async def test_same_user_in_another_tenant_is_refused_and_nothing_changes(
 
 
 async def test_turn_bound_keeps_the_newest_turns_and_counts_dropped_ones(
-    store: CountingStore, engine: RecordingEngine, memory: MemoryStore, clock: FakeClock
+    store: CountingStore, engine: ScriptedEngine, memory: MemoryStore, clock: FakeClock
 ) -> None:
     service = AskService(store, engine, limits=HistoryLimits(max_turns=3), clock=clock)
     results = [
@@ -205,7 +204,7 @@ async def test_byte_bound_never_drops_the_turn_just_answered(
 
 
 async def test_expiry_slides_with_each_turn_and_an_expired_conversation_starts_afresh(
-    store: CountingStore, engine: RecordingEngine, memory: MemoryStore, clock: FakeClock
+    store: CountingStore, engine: ScriptedEngine, memory: MemoryStore, clock: FakeClock
 ) -> None:
     ttl = 3600
     service = AskService(store, engine, limits=HistoryLimits(ttl_seconds=ttl), clock=clock)
@@ -238,7 +237,7 @@ async def test_expiry_slides_with_each_turn_and_an_expired_conversation_starts_a
 # --- instructions ------------------------------------------------------------------------------
 
 
-async def test_instructions_bind_at_creation(service: AskService, engine: RecordingEngine) -> None:
+async def test_instructions_bind_at_creation(service: AskService, engine: ScriptedEngine) -> None:
     first = await service.ask(
         ALICE, AskRequest("first", conversation_id="conv-1", instructions="Answer in French.")
     )
@@ -250,7 +249,7 @@ async def test_instructions_bind_at_creation(service: AskService, engine: Record
 
 
 async def test_instructions_for_an_existing_conversation_are_refused(
-    service: AskService, engine: RecordingEngine, memory: MemoryStore
+    service: AskService, engine: ScriptedEngine, memory: MemoryStore
 ) -> None:
     await service.ask(ALICE, AskRequest("first", conversation_id="conv-1"))
     before = await read(memory, ALICE.oid, "conv-1")
@@ -263,7 +262,7 @@ async def test_instructions_for_an_existing_conversation_are_refused(
 
 
 async def test_a_user_at_the_quota_cannot_create_one_more_but_keeps_the_others(
-    memory: MemoryStore, engine: RecordingEngine, clock: FakeClock
+    memory: MemoryStore, engine: ScriptedEngine, clock: FakeClock
 ) -> None:
     service = AskService(memory, engine, max_conversations=2, clock=clock)
     await service.ask(ALICE, AskRequest("one", "c-1"))

@@ -3,8 +3,6 @@ others (conflicts retried with backoff)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import anyio
 import anyio.lowlevel
 import pytest
@@ -13,17 +11,14 @@ from support.ask_doubles import (
     CountingStore,
     FakeClock,
     InterruptingStore,
-    RecordingEngine,
 )
+from support.scripted_engine import ScriptedEngine
 from support.stores import read
 
 from app.domain.ask import AskService
 from app.domain.ask_types import AskRequest
 from app.domain.conversation import Conversation
 from app.domain.ports import (
-    Answer,
-    PastExchange,
-    Progress,
     VersionConflict,
 )
 from app.stores.memory import MemoryStore
@@ -35,7 +30,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_lost_write_is_reapplied_after_the_other_writers_turn(
-    memory: MemoryStore, clock: FakeClock, engine: RecordingEngine
+    memory: MemoryStore, clock: FakeClock, engine: ScriptedEngine
 ) -> None:
     store = InterruptingStore(memory, clock)
     service = AskService(store, engine, clock=clock)
@@ -64,7 +59,7 @@ async def test_concurrent_asks_on_one_conversation_lose_and_duplicate_nothing(
     memory: MemoryStore, clock: FakeClock
 ) -> None:
     store = CountingStore(memory, yielding=True)
-    engine = RecordingEngine(yielding=True)
+    engine = ScriptedEngine(yielding=True)
     service = AskService(store, engine, clock=clock)
     results = {}
 
@@ -95,7 +90,7 @@ async def test_writers_of_one_conversation_take_turns_and_never_conflict_with_ea
     memory: MemoryStore, clock: FakeClock
 ) -> None:
     store = CountingStore(memory, yielding=True)
-    service = AskService(store, RecordingEngine(yielding=True), clock=clock)
+    service = AskService(store, ScriptedEngine(yielding=True), clock=clock)
     await service.ask(ALICE, AskRequest("first", "queue"))
     store.calls.clear()
 
@@ -112,33 +107,16 @@ async def test_writers_of_one_conversation_take_turns_and_never_conflict_with_ea
 
 
 async def test_the_engine_never_runs_inside_the_turn_queue(memory: MemoryStore, clock: FakeClock) -> None:
-    everyone_answering = anyio.Event()
-    answering = 0
-
-    class WaitingEngine(RecordingEngine):
-        """Answers only once all five asks are answering at the same time."""
-
-        async def answer(
-            self,
-            question: str,
-            history: Sequence[PastExchange],
-            instructions: str | None = None,
-            *,
-            progress: Progress | None = None,
-        ) -> Answer:
-            nonlocal answering
-            answering += 1
-            if answering == 5:
-                everyone_answering.set()
-            await everyone_answering.wait()
-            return await super().answer(question, history, instructions, progress=progress)
-
-    await AskService(memory, RecordingEngine(), clock=clock).ask(ALICE, AskRequest("first", "parallel"))
-    service = AskService(memory, WaitingEngine(), clock=clock)
+    await AskService(memory, ScriptedEngine(), clock=clock).ask(ALICE, AskRequest("first", "parallel"))
+    engine = ScriptedEngine(gate=anyio.Event())
+    service = AskService(memory, engine, clock=clock)
     with anyio.fail_after(5):  # a lock held around the engine would deadlock here
         async with anyio.create_task_group() as group:
             for n in range(5):
                 group.start_soon(service.ask, ALICE, AskRequest(f"q{n}", "parallel"))
+            # The engine answers only once all five asks are answering at the same time.
+            await engine.wait_for_calls(5)
+            engine.gate.set()
     assert [t.number for t in (await read(memory, ALICE.oid, "parallel")).turns] == [1, 2, 3, 4, 5, 6]
 
 
@@ -157,7 +135,7 @@ async def test_conflicts_with_other_processes_back_off_before_each_retry(
             return await self.inner.replace(conversation, if_match=if_match)
 
     service = AskService(
-        OtherProcessStore(memory), RecordingEngine(), clock=clock, backoff=lambda n: waits.append(n) or 0
+        OtherProcessStore(memory), ScriptedEngine(), clock=clock, backoff=lambda n: waits.append(n) or 0
     )
     await service.ask(ALICE, AskRequest("first", "c-backoff"))
     assert (await service.ask(ALICE, AskRequest("second", "c-backoff"))).turn == 2

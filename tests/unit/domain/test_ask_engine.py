@@ -6,8 +6,8 @@ import pytest
 from support.ask_doubles import (
     ALICE,
     CountingStore,
-    RecordingEngine,
 )
+from support.scripted_engine import ScriptedEngine
 from support.stores import read
 
 from app.domain.ask import AskService
@@ -20,11 +20,11 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_turns_the_engine_could_not_fit_are_condensed_and_noted(
-    service: AskService, engine: RecordingEngine
+    service: AskService, engine: ScriptedEngine
 ) -> None:
     for question in ("one", "two"):
         await service.ask(ALICE, AskRequest(question, "c-fit"))
-    engine.scripted.append(Answer("Short of room.", history_left_out=2))
+    engine.script.append(Answer("Short of room.", history_left_out=2))
     result = await service.ask(ALICE, AskRequest("three", "c-fit"))
     assert result.condensed is True
     assert result.note is not None
@@ -38,7 +38,7 @@ async def test_turns_the_engine_could_not_fit_are_condensed_and_noted(
 )
 async def test_a_failed_answer_stores_nothing_and_changes_nothing(
     service: AskService,
-    engine: RecordingEngine,
+    engine: ScriptedEngine,
     store: CountingStore,
     memory: MemoryStore,
     failure: Exception,
@@ -46,10 +46,10 @@ async def test_a_failed_answer_stores_nothing_and_changes_nothing(
     await service.ask(ALICE, AskRequest("first", "c-fail"))
     before = await read(memory, ALICE.oid, "c-fail")
     writes = store.calls["create"] + store.calls["replace"]
-    engine.scripted.append(failure)
+    engine.script.append(failure)
     with pytest.raises(type(failure)):
         await service.ask(ALICE, AskRequest("second", "c-fail"))
-    engine.scripted.append(failure)
+    engine.script.append(failure)
     with pytest.raises(type(failure)):
         await service.ask(ALICE, AskRequest("first of another", "c-fail-new"))
     assert store.calls["create"] + store.calls["replace"] == writes
@@ -58,7 +58,7 @@ async def test_a_failed_answer_stores_nothing_and_changes_nothing(
 
 
 async def test_progress_reaches_the_engine_one_shot_and_in_a_conversation(
-    service: AskService, engine: RecordingEngine
+    service: AskService, engine: ScriptedEngine
 ) -> None:
     async def progress(value: float, total: float | None, message: str | None) -> None:
         return None
@@ -66,20 +66,20 @@ async def test_progress_reaches_the_engine_one_shot_and_in_a_conversation(
     await service.ask(ALICE, AskRequest("q"), progress=progress)
     await service.ask(ALICE, AskRequest("q", "c-progress"), progress=progress)
     await service.ask(ALICE, AskRequest("q", "c-progress"))
-    assert engine.progress == [progress, progress, None]
+    assert [call.progress for call in engine.calls] == [progress, progress, None]
 
 
 async def test_a_turn_keeps_the_files_its_answer_cited_each_once_in_order(
-    service: AskService, engine: RecordingEngine, memory: MemoryStore
+    service: AskService, engine: ScriptedEngine, memory: MemoryStore
 ) -> None:
     cited = (
         Passage("guide.md", "Install", "text", 2.0),
         Passage("faq.md", "Why", "text", 1.5),
         Passage("guide.md", "Upgrade", "text", 1.0),
     )
-    engine.scripted.append(Answer("From the guide.", sources=cited))
+    engine.script.append(Answer("From the guide.", sources=cited))
     await service.ask(ALICE, AskRequest("How?", "c-cited"))
-    engine.scripted.append(Answer("Nothing found."))
+    engine.script.append(Answer("Nothing found."))
     await service.ask(ALICE, AskRequest("And?", "c-cited"))
     stored = await read(memory, ALICE.oid, "c-cited")
     assert [turn.sources for turn in stored.turns] == [("guide.md", "faq.md"), ()]

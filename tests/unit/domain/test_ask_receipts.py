@@ -8,8 +8,8 @@ from support.ask_doubles import (
     ALICE,
     CountingStore,
     FakeClock,
-    RecordingEngine,
 )
+from support.scripted_engine import ScriptedEngine
 from support.stores import read
 
 from app.domain.ask import AskService, HistoryLimits
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_retry_with_same_key_and_arguments_replays_without_appending(
-    service: AskService, engine: RecordingEngine, memory: MemoryStore
+    service: AskService, engine: ScriptedEngine, memory: MemoryStore
 ) -> None:
     await service.ask(ALICE, AskRequest("first", conversation_id="conv-1"))
     request = AskRequest("second", conversation_id="conv-1", client_request_id="req-1")
@@ -67,7 +67,7 @@ async def test_retry_of_the_creating_ask_with_instructions_replays(
 
 
 async def test_a_receipt_lives_as_long_as_its_turn(
-    store: CountingStore, engine: RecordingEngine, memory: MemoryStore, clock: FakeClock
+    store: CountingStore, engine: ScriptedEngine, memory: MemoryStore, clock: FakeClock
 ) -> None:
     # Receipts are kept on their turn: once the bounds drop that turn, the key is new again.
     service = AskService(store, engine, limits=HistoryLimits(max_turns=2), clock=clock)
@@ -122,9 +122,9 @@ async def test_one_shot_accepts_a_key_but_keeps_no_receipt(
 
 
 async def test_model_usage_is_returned_stored_with_the_turn_and_replayed(
-    service: AskService, engine: RecordingEngine, memory: MemoryStore
+    service: AskService, engine: ScriptedEngine, memory: MemoryStore
 ) -> None:
-    engine.scripted.append(Answer("Modelled.", usage=Usage(120, 30)))
+    engine.script.append(Answer("Modelled.", usage=Usage(120, 30)))
     request = AskRequest("q", "c-usage", client_request_id="r-1")
     result = await service.ask(ALICE, request)
     assert result.usage == Usage(120, 30)

@@ -21,19 +21,13 @@ from mcp_types import (
     Tool,
 )
 from support.asgi import client
+from support.jsonrpc import MODERN, Envelope, envelope
 
 from app.main import create_app
 from app.mcp_server.spec_fixes import SERVED_VERSIONS
 from app.settings import Settings
 
 pytestmark = pytest.mark.anyio
-
-MODERN = "2026-07-28"
-ENVELOPE = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-BASE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest.fixture
@@ -65,39 +59,37 @@ async def bare() -> AsyncIterator[httpx.AsyncClient]:
             yield http
 
 
-def discover() -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}}
-
-
-def modern_headers(method: str) -> dict[str, str]:
-    return {**BASE, "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+def discover() -> Envelope:
+    return envelope("server/discover")
 
 
 # 1. server/discover lists every revision served.
 
 
 async def test_discover_lists_every_revision_anvil_serves(anvil: httpx.AsyncClient) -> None:
-    reply = await anvil.post("/mcp", json=discover(), headers=modern_headers("server/discover"))
+    sent = discover()
+    reply = await anvil.post("/mcp", json=sent.body, headers=sent.headers)
     assert reply.json()["result"]["supportedVersions"] == list(SERVED_VERSIONS)
     assert {"2024-11-05", "2025-11-25", MODERN} <= set(SERVED_VERSIONS)
 
 
 async def test_the_sdk_still_lists_only_the_modern_revision_in_discover(bare: httpx.AsyncClient) -> None:
-    reply = await bare.post("/mcp", json=discover(), headers=modern_headers("server/discover"))
+    sent = discover()
+    reply = await bare.post("/mcp", json=sent.body, headers=sent.headers)
     assert reply.json()["result"]["supportedVersions"] == [MODERN]
 
 
 # 2. An unsupported MCP-Protocol-Version is -32022 naming every revision served.
 
 
-def tools_list() -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}
+def tools_list(version: str | None = None) -> Envelope:
+    """`tools/list` in `version`'s era (None: no version header)."""
+    return envelope("tools/list", version=version, request_id=5)
 
 
 async def test_an_unsupported_version_is_32022_naming_every_revision(anvil: httpx.AsyncClient) -> None:
-    reply = await anvil.post(
-        "/mcp", json=tools_list(), headers={**BASE, "MCP-Protocol-Version": "1999-01-01"}
-    )
+    unsupported = tools_list("1999-01-01")
+    reply = await anvil.post("/mcp", json=unsupported.body, headers=unsupported.headers)
     assert reply.status_code == 400
     error = reply.json()["error"]
     assert reply.json()["id"] == 5 and error["code"] == -32022
@@ -105,7 +97,8 @@ async def test_an_unsupported_version_is_32022_naming_every_revision(anvil: http
 
 
 async def test_the_sdk_still_names_only_the_modern_revision_as_supported(bare: httpx.AsyncClient) -> None:
-    reply = await bare.post("/mcp", json=tools_list(), headers={**BASE, "MCP-Protocol-Version": "1999-01-01"})
+    unsupported = tools_list("1999-01-01")
+    reply = await bare.post("/mcp", json=unsupported.body, headers=unsupported.headers)
     error = reply.json()["error"]
     assert error["code"] != -32022 or error["data"]["supported"] == [MODERN]
 
@@ -113,13 +106,12 @@ async def test_the_sdk_still_names_only_the_modern_revision_as_supported(bare: h
 # 3. Header values are compared without surrounding whitespace (RFC 9110 section 5.5).
 
 
-def raw_headers(method: str) -> list[tuple[bytes, bytes]]:
-    """Routing headers with a trailing space and tab, as a proxy may forward them."""
+def raw_headers(sent: Envelope) -> list[tuple[bytes, bytes]]:
+    """`sent`'s headers, the routing ones with a trailing space and tab, as a proxy may forward them."""
+    padding = {"MCP-Protocol-Version": b" ", "Mcp-Method": b" \t"}
     return [
-        (b"accept", BASE["Accept"].encode()),
-        (b"content-type", b"application/json"),
-        (b"mcp-protocol-version", MODERN.encode() + b" "),
-        (b"mcp-method", method.encode() + b" \t"),
+        (name.lower().encode(), value.encode() + padding.get(name, b""))
+        for name, value in sent.headers.items()
     ]
 
 
@@ -167,9 +159,7 @@ async def test_routing_headers_are_read_without_surrounding_whitespace(tmp_path:
         async def with_state(scope: Any, receive: Any, send: Any) -> None:
             await app({**scope, "state": dict(state)}, receive, send)
 
-        status, body = await asgi_post(
-            with_state, json.dumps(discover()).encode(), raw_headers("server/discover")
-        )
+        status, body = await asgi_post(with_state, discover().content, raw_headers(discover()))
     assert status == 200 and "result" in json.loads(body)
 
 
@@ -183,17 +173,18 @@ async def test_the_sdk_still_refuses_routing_headers_with_surrounding_whitespace
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     async with app.router.lifespan_context(app):
-        status, body = await asgi_post(app, json.dumps(discover()).encode(), raw_headers("server/discover"))
+        status, body = await asgi_post(app, discover().content, raw_headers(discover()))
     assert status == 400 and "error" in json.loads(body)
 
 
 # 4. A body that is not one JSON-RPC message gets one clean error with a null id; nothing runs.
 
-LEGACY_BATCHING = {**BASE, "MCP-Protocol-Version": "2025-03-26"}
+LEGACY_BATCHING = tools_list("2025-03-26").headers
 
 
 async def test_a_batch_an_invalid_id_and_a_non_message_get_one_clean_error(anvil: httpx.AsyncClient) -> None:
-    for body in ([tools_list()], {**tools_list(), "id": None}, {**tools_list(), "id": 1.5}, {}):
+    request = tools_list().body
+    for body in ([request], {**request, "id": None}, {**request, "id": 1.5}, {}):
         reply = await anvil.post("/mcp", json=body, headers=LEGACY_BATCHING)
         assert reply.status_code == 400, body
         error = reply.json()["error"]
@@ -202,7 +193,7 @@ async def test_a_batch_an_invalid_id_and_a_non_message_get_one_clean_error(anvil
 
 
 async def test_invalid_json_is_a_parse_error_in_both_eras(anvil: httpx.AsyncClient) -> None:
-    for headers in (BASE, modern_headers("tools/list")):
+    for headers in (tools_list().headers, tools_list(MODERN).headers):
         reply = await anvil.post("/mcp", content=b"{oops", headers=headers)
         assert reply.status_code == 400 and reply.json()["id"] is None
         assert reply.json()["error"]["code"] == -32700
@@ -211,7 +202,7 @@ async def test_invalid_json_is_a_parse_error_in_both_eras(anvil: httpx.AsyncClie
 async def test_the_sdk_still_answers_a_batch_or_a_non_message_with_a_validation_dump(
     bare: httpx.AsyncClient,
 ) -> None:
-    for body in ([tools_list()], {}):
+    for body in ([tools_list().body], {}):
         reply = await bare.post("/mcp", json=body, headers=LEGACY_BATCHING)
         error = reply.json()["error"]
         assert error["code"] == -32602 and "validation error" in error["message"].lower(), error
@@ -221,5 +212,6 @@ async def test_the_sdk_still_takes_a_request_with_an_invalid_id_for_a_notificati
     bare: httpx.AsyncClient,
 ) -> None:
     for request_id in (None, 1.5, True, {}):
-        reply = await bare.post("/mcp", json={**tools_list(), "id": request_id}, headers=BASE)
+        sent = tools_list()
+        reply = await bare.post("/mcp", json={**sent.body, "id": request_id}, headers=sent.headers)
         assert (reply.status_code, reply.content) == (202, b""), request_id

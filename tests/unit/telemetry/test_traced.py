@@ -5,7 +5,7 @@ and the privacy rules (no token, question or answer; ids only as pseudonyms)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from support.asgi import client
+from support.jsonrpc import envelope
+from support.scripted_engine import ScriptedEngine
 
 from app.auth.dev import DevIssuer
-from app.domain.ports import Answer, PastExchange, Progress, Usage
+from app.domain.ports import Answer, Usage
 from app.errors import Unavailable
 from app.main import create_app
 from app.settings import Settings
@@ -32,16 +34,6 @@ from app.telemetry.traced import TracedEngine, TracedStore
 pytestmark = pytest.mark.anyio
 
 QUESTION = "What does the secret phrase zebra-lantern mean?"
-MODERN = {
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2026-07-28",
-    "Mcp-Method": "tools/call",
-    "Mcp-Name": "ask",
-}
-ENVELOPE = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 
 
 class Recorded:
@@ -88,13 +80,10 @@ async def traced(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, Recor
 
 
 async def ask(http: httpx.AsyncClient, token: str, arguments: dict[str, Any]) -> httpx.Response:
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "ask", "arguments": arguments, "_meta": ENVELOPE},
-    }
-    return await http.post("/mcp", json=body, headers={**MODERN, "Authorization": f"Bearer {token}"})
+    call = envelope("tools/call", {"name": "ask", "arguments": arguments})
+    return await http.post(
+        "/mcp", json=call.body, headers={**call.headers, "Authorization": f"Bearer {token}"}
+    )
 
 
 async def test_one_ask_is_one_trace_of_request_sign_in_store_and_engine_spans(
@@ -206,37 +195,10 @@ async def test_a_replayed_ask_is_counted_as_replayed_from_its_result(
     assert outcomes == {"created": 1, "replayed": 1}
 
 
-class FailingEngine:
-    name = "failing"
-
-    async def answer(
-        self,
-        question: str,
-        history: Sequence[PastExchange],
-        instructions: str | None = None,
-        *,
-        progress: Progress | None = None,
-    ) -> Answer:
-        raise Unavailable("the model is away")
-
-
-class CountingEngine(FailingEngine):
-    name = "openai"
-
-    async def answer(
-        self,
-        question: str,
-        history: Sequence[PastExchange],
-        instructions: str | None = None,
-        *,
-        progress: Progress | None = None,
-    ) -> Answer:
-        return Answer(f"re: {question}", usage=Usage(input_tokens=12, output_tokens=3))
-
-
 async def test_a_model_engine_span_follows_the_gen_ai_conventions_with_its_token_usage() -> None:
     recorded = Recorded()
-    engine = TracedEngine(CountingEngine(), recorded.telemetry, "gpt-test")
+    model = ScriptedEngine(Answer("re: q", usage=Usage(input_tokens=12, output_tokens=3)), name="openai")
+    engine = TracedEngine(model, recorded.telemetry, "gpt-test")
     await engine.answer("q", ())
     (span,) = recorded.finished()
     assert span.name == "chat gpt-test"
@@ -250,7 +212,8 @@ async def test_a_model_engine_span_follows_the_gen_ai_conventions_with_its_token
 
 async def test_a_failed_engine_call_is_an_error_span_and_a_labelled_duration() -> None:
     recorded = Recorded()
-    engine = TracedEngine(FailingEngine(), recorded.telemetry)
+    failing = ScriptedEngine(Unavailable("the model is away"), name="failing")
+    engine = TracedEngine(failing, recorded.telemetry)
     with pytest.raises(Unavailable):
         await engine.answer("q", ())
     (span,) = recorded.finished()
