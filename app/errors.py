@@ -86,6 +86,18 @@ class Unavailable(AnvilError):
         return {} if self.retry_after is None else {"Retry-After": retry_after_header(self.retry_after)}
 
 
+class StoreFailed(Unavailable):
+    """The conversation store failed in a way that is not a passing rush: a full disk, a file it
+    may not write, refused credentials, no answer in time. The caller is told to retry later; the
+    operator must act, so the error names its `cause` (for logs and metrics, a short word) and
+    what to do about it (`remedy`, never shown to the caller)."""
+
+    def __init__(self, message: str, *, cause: str, remedy: str, retry_after: float | None = 30.0) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.cause = cause
+        self.remedy = remedy
+
+
 class EngineFailed(AnvilError):
     """The answer engine (a language model) failed or timed out; asking again may work."""
 

@@ -31,6 +31,7 @@ from app.settings import Settings
 from app.settings.embeddings import EmbeddingSettings
 from app.settings.engines import EngineSettings
 from app.stores.factory import open_store
+from app.stores.guarded import GuardedStore
 from app.telemetry.instruments import Telemetry
 from app.telemetry.traced import TracedEngine, TracedStore
 
@@ -77,7 +78,7 @@ async def open_runtime(settings: Settings, stack: AsyncExitStack, telemetry: Tel
     the engine record through `telemetry`."""
     opened: ConversationStore = await open_store(settings, ttl_seconds=settings.history_ttl_seconds)
     stack.push_async_callback(opened.aclose)
-    store = TracedStore(opened, telemetry, settings.store)
+    store = TracedStore(GuardedStore(opened, settings.store_timeout_seconds), telemetry, settings.store)
     engine, knowledge = await open_engine(
         settings, settings, stack, settings.data_dir / INDEX_CACHE, telemetry
     )

@@ -152,8 +152,9 @@ class ConversationStore(Protocol):
         """Remove every conversation of the user in tenant `tid`; returns how many live ones were removed."""
         ...
 
-    async def check(self) -> None:
-        """Raise if the store cannot serve requests (used by `/readyz`)."""
+    async def check(self, *, write: bool = False) -> None:
+        """Raise if the store cannot serve requests (used by `/readyz`); with `write`, if it
+        cannot write either, where it can tell without changing a conversation."""
         ...
 
     async def aclose(self) -> None:

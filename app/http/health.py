@@ -6,6 +6,7 @@ import time
 
 from starlette.responses import JSONResponse
 
+from app.errors import StoreFailed
 from app.runtime import Runtime
 
 
@@ -33,6 +34,8 @@ async def readiness(rt: Runtime, *, draining: bool = False) -> JSONResponse:
         try:
             await probe()
             checks[name] = "ok"
+        except StoreFailed as error:  # a cause a word long, no detail that could hold a secret
+            checks[name] = f"unavailable: {error.cause}"
         except Exception as error:  # a readiness probe reports, it never raises
             checks[name] = f"unavailable: {type(error).__name__}"
     ready = all(value == "ok" for value in checks.values())

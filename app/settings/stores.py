@@ -57,6 +57,15 @@ class StoreSettings(CosmosSettings, DataSettings):
         "sqlite",
         description="Conversation store: `sqlite` (a file under the data dir), `memory`, or `cosmos`.",
     )
+    store_timeout_seconds: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description=(
+            "Longest wait for one conversation store call (throttling retries included); past it "
+            "the request is answered 503 with `Retry-After`."
+        ),
+    )
 
     @model_validator(mode="after")
     def _cosmos_has_an_endpoint(self) -> Self:

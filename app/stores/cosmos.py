@@ -320,8 +320,9 @@ class CosmosStore:
             await forget(self._items, oid, tid, quota, emptied)
         return sum(result is True for result in results)
 
-    async def check(self) -> None:
-        """Raise `Unavailable` unless the container's properties can be read (one cheap request)."""
+    async def check(self, *, write: bool = False) -> None:
+        """Raise `Unavailable` unless the container's properties can be read (one cheap request;
+        with `write` too: a write would cost request units and leave an item behind)."""
         # No connection retries: a readiness probe is repeated anyway, and must answer before
         # its own timeout (the SDK otherwise spends about 2 s retrying a refused connection).
         await send(self._items.container.read(retry_connect=0))

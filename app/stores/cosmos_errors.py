@@ -1,5 +1,6 @@
-"""What a failed Cosmos DB request becomes: `Unavailable` with a retry hint, its message carrying
-the status only (never the request, its headers or the account key)."""
+"""What a failed Cosmos DB request becomes: `Unavailable` with a retry hint when it was busy, else
+`StoreFailed` naming its cause and what the operator does about it; messages carry the status
+only (never the request, its headers or the account key)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
-from app.errors import Unavailable, retry_after_seconds
+from app.errors import StoreFailed, Unavailable, retry_after_seconds
 
 _T = TypeVar("_T")
 
@@ -37,8 +38,14 @@ async def send(request: Awaitable[_T], *expected: type[Exception]) -> _T:
     except AzureError as error:
         # Connection refused or reset, DNS, timeouts, a credential that cannot get a token.
         logger.warning("Cosmos DB request failed: %s", type(error).__name__)
-        raise Unavailable(
-            "The conversation store cannot be reached; retry shortly.", retry_after=DEFAULT_RETRY_AFTER
+        raise StoreFailed(
+            "The conversation store cannot be reached; retry shortly.",
+            cause="unreachable",
+            remedy=(
+                f"check ANVIL_COSMOS_ENDPOINT, the network to it and Anvil's credential "
+                f"(the request failed with {type(error).__name__})"
+            ),
+            retry_after=DEFAULT_RETRY_AFTER,
         ) from None
 
 
@@ -58,11 +65,19 @@ def unavailable_for(status: int | None, headers: Mapping[str, str], sub_status: 
     if status in (429, 503):
         return Unavailable(f"The conversation store is busy; retry in {wait} s.", retry_after=retry_after)
     if status in (401, 403):
-        return Unavailable(
+        return StoreFailed(
             "The conversation store refused Anvil's credentials; the operator must grant access. "
             "Retry later.",
+            cause="credentials",
+            remedy=(
+                "grant Anvil's identity the Cosmos DB Built-in Data Contributor role on the "
+                "container, or check ANVIL_COSMOS_KEY"
+            ),
             retry_after=None,
         )
-    return Unavailable(
-        f"The conversation store failed (HTTP {status}); retry in {wait} s.", retry_after=retry_after
+    return StoreFailed(
+        f"The conversation store failed (HTTP {status}); retry in {wait} s.",
+        cause=f"http-{status}",
+        remedy="see the Cosmos DB account's health and its diagnostic logs for the activity id logged",
+        retry_after=retry_after,
     )

@@ -87,7 +87,7 @@ class MemoryStore:
         keys = [k for k, (c, _) in self._items.items() if c.oid == oid and c.tid == tid]
         return sum(not self._items.pop(k).conversation.is_expired(now) for k in keys)
 
-    async def check(self) -> None:
+    async def check(self, *, write: bool = False) -> None:
         """Always ready: there is nothing that can be down."""
 
     async def aclose(self) -> None:

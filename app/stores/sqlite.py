@@ -38,7 +38,8 @@ from app.errors import Unavailable
 from app.stores.codec import from_document
 from app.stores.cursor import decode_cursor, encode_cursor
 from app.stores.held import Held, HeldConversations
-from app.stores.sqlite_schema import BUSY_TIMEOUT, connect
+from app.stores.sqlite_errors import unavailable_for
+from app.stores.sqlite_schema import BUSY_TIMEOUT, connect, write_header
 from app.stores.sqlite_thread import StoreThread
 
 _T = TypeVar("_T")
@@ -118,9 +119,15 @@ class SqliteStore:
     """
 
     def __init__(
-        self, thread: ThreadPoolExecutor, connection: sqlite3.Connection, clock: Callable[[], float]
+        self,
+        thread: ThreadPoolExecutor,
+        connection: sqlite3.Connection,
+        clock: Callable[[], float],
+        path: Path | None = None,
     ) -> None:
         self._thread = StoreThread(thread, connection)
+        #: The database file, named in what the operator is told to fix.
+        self._path = path
         self._connection = connection
         self._clock = clock
         self._next_purge = 0.0
@@ -142,7 +149,7 @@ class SqliteStore:
         except BaseException:
             thread.shutdown(wait=False)
             raise
-        return cls(thread, connection, clock)
+        return cls(thread, connection, clock, path)
 
     async def get(self, oid: str, conversation_id: str) -> Stored | None:
         """The live conversation under this key and its ETag, or None when missing or expired.
@@ -307,9 +314,13 @@ class SqliteStore:
 
         return await self._run(work)
 
-    async def check(self) -> None:
+    async def check(self, *, write: bool = False) -> None:
         """Raise `Unavailable` unless the database answers; after a database error, unless its
-        pages pass SQLite's quick check again (so readiness stays down while the file is damaged)."""
+        pages pass SQLite's quick check again (so readiness stays down while the file is damaged);
+        with `write`, unless a transaction that rewrites the file's header commits (a full disk
+        or a read-only file refuses it), leaving every conversation as it was."""
+        if write:
+            await self._run(write_header)
         if not self._damaged:
             await self._run(lambda db: db.execute("SELECT 1").fetchone())
             return
@@ -340,11 +351,7 @@ class SqliteStore:
         try:
             return await self._thread.run(work, write=write)
         except sqlite3.OperationalError as exc:
-            # Locked by another process beyond the busy timeout, disk full, file gone: all are
-            # conditions a later retry may get past, not bugs in the request.
-            raise Unavailable(
-                "The conversation store is busy or unavailable; retry shortly.", retry_after=1.0
-            ) from exc
+            raise unavailable_for(exc, self._path) from exc
         except sqlite3.DatabaseError as exc:
             # A damaged file ("database disk image is malformed"): an outage until it is
             # restored, never a crash of the request. Readiness reports it from now on.

@@ -193,3 +193,17 @@ def _create_schema(db: sqlite3.Connection, path: Path) -> None:
         db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def write_header(db: sqlite3.Connection) -> None:
+    """Commit a transaction that rewrites the database header with the value it holds: whether the
+    file can be written (a full disk or a read-only file refuses it), leaving every row as it was."""
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute(f"PRAGMA user_version = {int(version)}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise

@@ -38,6 +38,7 @@ class Instruments:
     engine_tokens: Histogram
     sign_in_failures: Counter
     index_refusals: Counter
+    store_failures: Counter
 
     @classmethod
     def on(cls, meter: Meter) -> Instruments:
@@ -83,6 +84,11 @@ class Instruments:
                 "anvil.index.refusals",
                 unit="{index}",
                 description="New knowledge index files not swapped in because they did not open or validate.",
+            ),
+            store_failures=meter.create_counter(
+                "anvil.store.failures",
+                unit="{operation}",
+                description="Conversation store operations that failed other than by being busy, by cause.",
             ),
         )
 

@@ -24,7 +24,7 @@ from app.domain.ports import (
     Stored,
     VersionConflict,
 )
-from app.errors import AnvilError
+from app.errors import AnvilError, StoreFailed
 from app.telemetry.instruments import Telemetry
 from app.telemetry.spans import CurrentSpan
 
@@ -76,6 +76,10 @@ class TracedStore:
                 span.set_status(Status(StatusCode.ERROR, error.kind))
                 span.set_attribute("error.type", error.kind)
                 labels = {**labels, "error.type": error.kind}
+                if isinstance(error, StoreFailed):
+                    telemetry.instruments.store_failures.add(
+                        1, {"db.system.name": self._system, "error.type": error.cause}
+                    )
                 raise
             finally:
                 if collecting is not None:
@@ -135,8 +139,8 @@ class TracedStore:
         deleted: int = await self._traced("delete_all", lambda: self.inner.delete_all(oid, tid), oid)
         return deleted
 
-    async def check(self) -> None:
-        await self.inner.check()
+    async def check(self, *, write: bool = False) -> None:
+        await self.inner.check(write=write)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -67,7 +67,7 @@ class CountingStore:
         await self._enter("delete")
         return await self.inner.delete(oid, conversation_id, if_match=if_match)
 
-    async def check(self) -> None:
+    async def check(self, *, write: bool = False) -> None:
         await self._enter("check")
 
     async def aclose(self) -> None:

@@ -17,7 +17,7 @@ from support.stores import TTL, Clock, StoredAs, conversation, damage, fill, raw
 
 from app.domain.conversation import Turn
 from app.domain.ports import Stored, VersionConflict
-from app.errors import Unavailable
+from app.errors import StoreFailed, Unavailable
 from app.stores import sqlite as sqlite_module
 from app.stores.codec import to_document
 from app.stores.sqlite import SqliteStore
@@ -182,8 +182,9 @@ async def test_a_database_that_can_no_longer_be_used_reports_unavailable(
     await store.create(conversation(clock))
     with raw(path) as other_process:
         other_process.execute("DROP TABLE conversations")
-    with pytest.raises(Unavailable, match="retry shortly"):
+    with pytest.raises(StoreFailed, match="failed; retry later") as failed:
         await store.get("oid-1", "conv-1")
+    assert failed.value.cause == "database-error" and str(path) in failed.value.remedy
     with pytest.raises(Unavailable):
         await store.list("oid-1", "tenant-1", limit=5)
 

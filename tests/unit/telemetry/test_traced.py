@@ -24,7 +24,7 @@ from support.scripted_engine import ScriptedEngine
 
 from app.auth.dev import DevIssuer
 from app.domain.ports import Answer, Usage
-from app.errors import Unavailable
+from app.errors import StoreFailed, Unavailable
 from app.main import create_app
 from app.settings import Settings
 from app.stores.memory import MemoryStore
@@ -237,3 +237,20 @@ async def test_a_store_span_carries_pseudonyms_only_when_it_records() -> None:
     off.pseudonym = pseudonyms.append
     assert await TracedStore(MemoryStore(), off, "memory").get("oid-1", "conv-1") is None
     assert pseudonyms == [], "a span that records nothing computes no keyed hash"
+
+
+async def test_a_store_failure_other_than_busy_is_counted_by_its_cause() -> None:
+    recorded = Recorded()
+
+    class Full(MemoryStore):
+        async def count(self, oid: str, tid: str) -> int:
+            raise StoreFailed(
+                "The conversation store cannot write; retry later.", cause="disk-full", remedy="x"
+            )
+
+    store = TracedStore(Full(), recorded.telemetry, "sqlite")
+    with pytest.raises(StoreFailed):
+        await store.count("oid-1", "tid")
+    assert recorded.points("anvil.store.failures") == [
+        ({"db.system.name": "sqlite", "error.type": "disk-full"}, 1)
+    ]
