@@ -62,8 +62,8 @@ def create_app(
 
     Requests pass, outermost first: `RequestGuard` (Host, Origin, method, declared size),
     `BearerAuthMiddleware` (sign-in for `/mcp` and `/api/`), `BodyGuard` (the body within its
-    size, the protocol version), then the routes: `/mcp` (the MCP endpoint) and the
-    REST routes generated from the same operations.
+    size, read once and kept for what follows), then the routes: `/mcp` (the MCP endpoint) and
+    the REST routes generated from the same operations.
 
     Telemetry starts from the environment (`app.telemetry.setup.start`, which records nothing
     without an exporter) unless another `start_telemetry` is given.

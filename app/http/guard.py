@@ -18,16 +18,11 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.http.problems import problem_response
+from app.http.received import RequestHead, head_of, keep_body
 
 MCP_PATH = "/mcp"
 #: Probes answer whatever Host the platform's health checker uses.
 UNGUARDED_PATHS = frozenset({"/healthz", "/readyz"})
-
-
-def strip_header_whitespace(scope: Scope) -> None:
-    """Header values without the spaces and tabs around them (RFC 9110, 5.5: they are not part
-    of the value), for every layer after this (`app.mcp_server.spec_fixes` entry 3)."""
-    scope["headers"] = [(name, value.strip(b" \t")) for name, value in scope["headers"]]
 
 
 def matches(value: str, patterns: Sequence[str]) -> bool:
@@ -63,26 +58,24 @@ class RequestGuard:
         if scope["type"] != "http" or scope["path"] in UNGUARDED_PATHS:
             await self.app(scope, receive, send)
             return
-        strip_header_whitespace(scope)
-        headers = _checked_fields(scope["headers"])
-        refusal = self._refusal(scope, headers)
+        # Read here for every later layer, header values stripped of surrounding whitespace.
+        head = head_of(scope)
+        refusal = self._refusal(scope, head)
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        declared = headers.get("content-length")
+        declared = head.content_length
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
             await too_large(self.max_body_bytes)(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    def _refusal(self, scope: Scope, headers: dict[str, str]) -> Response | None:
-        host = headers.get("host", "")
-        if not matches(host, self.allowed_hosts):
+    def _refusal(self, scope: Scope, head: RequestHead) -> Response | None:
+        if not matches(head.host, self.allowed_hosts):
             return problem_response(
                 421, "This Host is not served here; add it to ANVIL_ALLOWED_HOSTS.", kind="host"
             )
-        origin = headers.get("origin")
-        if origin is not None and not matches(origin, self.allowed_origins):
+        if head.origin is not None and not matches(head.origin, self.allowed_origins):
             return problem_response(
                 403,
                 "Requests from this browser Origin are not accepted; add it to ANVIL_ALLOWED_ORIGINS.",
@@ -111,8 +104,10 @@ BODY_NEVER_CAME = "The request body did not arrive; send it at once, then retry.
 
 
 class BodyGuard:
-    """ASGI middleware: reads a POST body within `max_body_bytes`, then checks the MCP protocol
-    version header; the route gets the body replayed."""
+    """ASGI middleware: reads a POST body within `max_body_bytes` and keeps it in the scope
+    (`app.http.received.body_of`) for the MCP endpoint and the REST routes. What comes after
+    also gets a `receive` that replays it, for whatever reads a body the ASGI way: the MCP SDK's
+    transport, which reads it so."""
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
         self.app = app
@@ -146,22 +141,8 @@ class BodyGuard:
         if len(body) > self.max_body_bytes:
             await too_large(self.max_body_bytes)(scope, receive, send)
             return
+        keep_body(scope, body)
         await self.app(scope, replay_body(body, receive), send)
-
-
-async def read_body(receive: Receive, *, limit: int | None = None) -> bytes | None:
-    """The whole request body, or None as soon as it grows past `limit`."""
-    chunks = bytearray()
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.extend(message.get("body", b""))
-        if limit is not None and len(chunks) > limit:
-            return None
-        if not message.get("more_body", False):
-            break
-    return bytes(chunks)
 
 
 def replay_body(body: bytes, receive: Receive) -> Receive:
@@ -176,23 +157,3 @@ def replay_body(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
-
-
-def first_header(scope: Scope, name: bytes) -> str | None:
-    """The first value of header `name` (lower case), without building a Headers object."""
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
-_CHECKED_FIELDS = frozenset({b"host", b"origin", b"content-length"})
-
-
-def _checked_fields(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
-    """The header fields the guard looks at, decoded in one pass; the first of repeats wins."""
-    fields: dict[str, str] = {}
-    for name, value in raw:
-        if name in _CHECKED_FIELDS:
-            fields.setdefault(name.decode("latin-1"), value.decode("latin-1"))
-    return fields

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 
 from opentelemetry.trace import Status, StatusCode
-from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -20,6 +19,7 @@ from app.domain.ports import Verifier
 from app.domain.principal import Principal
 from app.errors import AuthError, InvalidInput, Unavailable
 from app.http.problems import error_response, problem_response
+from app.http.received import head_of
 from app.runtime import runtime_of
 from app.telemetry.instruments import Telemetry
 from app.telemetry.spans import CurrentSpan
@@ -48,7 +48,7 @@ class BearerAuthMiddleware:
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        credentials = Headers(scope=scope).getlist("authorization")
+        credentials = head_of(scope).authorization
         if len(credentials) > 1:
             # A proxy that reads another of them would disagree with Anvil about who is calling.
             refusal = InvalidInput(

@@ -43,7 +43,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import app
 from app.errors import AnvilError
-from app.http.guard import first_header, read_body, replay_body
+from app.http.received import body_of, head_of
 from app.http.signin import principal_of
 from app.mcp_server import spec_fixes
 from app.mcp_server.progress import wants_progress
@@ -216,22 +216,31 @@ class McpEndpoint:
     answered here (`spec_fixes` entry 2), and so is a body that is not one JSON-RPC message
     (entry 4); a request with a `progressToken` whose client reads
     SSE is answered as a stream (its progress notifications, then its result); every other
-    request as one JSON document by the SDK."""
+    request as one JSON document by the SDK.
+
+    It reads what the layers before it kept (`app.http.received`): the header fields, and the
+    body `BodyGuard` read, which it decodes once (`spec_fixes.checked_message`) and hands to
+    the progress check decoded. The SDK gets the request as ASGI and nothing decoded: its
+    public entry (`StreamableHTTPASGIApp`, the session manager's `handle_request`) takes
+    `scope, receive, send` only, and its transport reads the body from `receive` (BodyGuard's
+    replay of it) and parses it again itself.
+    """
 
     def __init__(self, default: ASGIApp, streaming: ASGIApp) -> None:
         self.default = default
         self.streaming = streaming
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await read_body(receive) or b""
-        version = first_header(scope, b"mcp-protocol-version")
+        head = head_of(scope)
+        body = body_of(scope)
+        version = head.protocol_version
         if version is not None and version not in spec_fixes.SERVED_VERSIONS:
             await spec_fixes.unsupported_version(version, body)(scope, receive, send)
             return
-        message = spec_fixes.checked_message(scope, body)
+        message = spec_fixes.checked_message(head, body)
         if isinstance(message, Response):
             await message(scope, receive, send)
-        elif wants_progress(scope, body):
-            await self.streaming(scope, replay_body(body, receive), send)
+        elif wants_progress(head.accept, body, message):
+            await self.streaming(scope, receive, send)
         else:
-            await self.default(scope, replay_body(body, receive), send)
+            await self.default(scope, receive, send)

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from app.errors import InvalidInput
 from app.http.health import liveness, readiness
+from app.http.received import body_of
 from app.http.signin import principal_of
 from app.operations.catalog import OPERATIONS
 from app.operations.operation import Call, Operation
@@ -36,7 +37,7 @@ def _endpoint(operation: Operation[Any, Any], history: HistorySettings) -> Any:
     async def endpoint(request: Request) -> Response:
         arguments: dict[str, Any] = {k: v for k, v in request.query_params.items() if k in names}
         if takes_body:
-            arguments.update(await _json_object(request))
+            arguments.update(_json_object(body_of(request.scope)))
         arguments.update(request.path_params)
         parsed = operation.parse(arguments, history)
         call = Call(runtime_of(request.scope), principal_of(request.scope))
@@ -49,8 +50,8 @@ def _endpoint(operation: Operation[Any, Any], history: HistorySettings) -> Any:
     return endpoint
 
 
-async def _json_object(request: Request) -> dict[str, Any]:
-    body = await request.body()
+def _json_object(body: bytes) -> dict[str, Any]:
+    """The arguments in a POST body (as `BodyGuard` read and kept it)."""
     if not body.strip():
         return {}
     try:

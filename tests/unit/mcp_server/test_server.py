@@ -10,6 +10,7 @@ import pytest
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from app.http.guard import BodyGuard
 from app.mcp_server.server import McpEndpoint
 from app.mcp_server.spec_fixes import SERVED_VERSIONS
 
@@ -29,8 +30,10 @@ def stand_in(name: str) -> object:
 
 
 def client() -> httpx.AsyncClient:
+    """The endpoint behind `BodyGuard`, which reads the body and keeps it for the endpoint."""
     endpoint = McpEndpoint(stand_in("json"), stand_in("streaming"))  # type: ignore[arg-type]
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=endpoint), base_url="http://anvil.test")
+    guarded = BodyGuard(endpoint, max_body_bytes=4096)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=guarded), base_url="http://anvil.test")
 
 
 async def test_an_unknown_protocol_version_gets_a_json_rpc_error_naming_every_version() -> None:
@@ -79,5 +82,23 @@ async def test_a_request_for_progress_from_a_client_reading_sse_goes_to_the_stre
     async with client() as http:
         streamed = await http.post("/mcp", json=request, headers=sse)
         plain = await http.post("/mcp", json=request, headers={"Accept": "application/json"})
+    assert streamed.json()["served_by"] == "streaming"
+    assert plain.json()["served_by"] == "json"
+
+
+async def test_a_request_the_sdk_refuses_from_its_headers_goes_to_the_manager_its_body_asks_for() -> None:
+    # Anvil does not decode such a body for itself (the SDK answers 406 from the headers), but
+    # the two managers word that 406 differently: the body still picks which one answers.
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "ask", "_meta": {"progressToken": 7}},
+    }
+    async with client() as http:
+        streamed = await http.post("/mcp", json=request, headers={"Accept": "text/event-stream"})
+        plain = await http.post(
+            "/mcp", json={**request, "params": {}}, headers={"Accept": "text/event-stream"}
+        )
     assert streamed.json()["served_by"] == "streaming"
     assert plain.json()["served_by"] == "json"
