@@ -97,9 +97,10 @@ class BearerAuthMiddleware:
             try:
                 principal = await self._verify(authorization, verifier)
             except AuthError as error:
+                reason = error.error if authorization is not None else "missing_token"
                 span.set_attribute("anvil.sign_in.outcome", "refused")
-                span.set_attribute("error.type", error.error)
-                span.set_status(Status(StatusCode.ERROR, error.error))
+                span.set_attribute("error.type", reason)
+                span.set_status(Status(StatusCode.ERROR, reason))
                 raise
             if span.is_recording():
                 # The keyed hash is most of what this span costs when nothing records it.
@@ -114,9 +115,10 @@ class BearerAuthMiddleware:
             params.append(f'error_description="{_quote(error.description)}"')
             if error.scope:
                 params.append(f'scope="{error.scope}"')
-        logger.info(
-            "refused %s request: %s", "an authenticated" if token_sent else "an anonymous", error.error
-        )
+        if token_sent:
+            logger.info("refused a request whose token did not sign in: %s", error.error)
+        else:
+            logger.info("refused a request with no token: sign-in required")
         return problem_response(
             error.status,
             error.description,

@@ -25,15 +25,8 @@ from mcp_types import (
     INVALID_PARAMS,
     CallToolRequestParams,
     CallToolResult,
-    GetPromptRequestParams,
-    GetPromptResult,
-    ListPromptsResult,
-    ListResourcesResult,
-    ListResourceTemplatesResult,
     ListToolsResult,
     PaginatedRequestParams,
-    ReadResourceRequestParams,
-    ReadResourceResult,
     TextContent,
     Tool,
     ToolAnnotations,
@@ -137,44 +130,14 @@ def build_mcp_server(settings: HistorySettings, *, spans: McpSpans) -> Server[An
             structured_content=output.model_dump(mode="json", by_alias=True),
         )
 
-    # Anvil has no prompts or resources, but hosts list them whatever the capabilities say: they
-    # get empty lists, and asking for one by name is an invalid-params error that says so.
-    async def list_prompts(
-        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
-    ) -> ListPromptsResult:
-        return ListPromptsResult(prompts=[])
-
-    async def get_prompt(ctx: ServerRequestContext[Any], params: GetPromptRequestParams) -> GetPromptResult:
-        raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {params.name!r}. Anvil has none.")
-
-    async def list_resources(
-        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
-    ) -> ListResourcesResult:
-        return ListResourcesResult(resources=[])
-
-    async def list_templates(
-        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
-    ) -> ListResourceTemplatesResult:
-        return ListResourceTemplatesResult(resource_templates=[])
-
-    async def read_resource(
-        ctx: ServerRequestContext[Any], params: ReadResourceRequestParams
-    ) -> ReadResourceResult:
-        message = f"Unknown resource: {str(params.uri)!r}. Anvil has none; use the search tool."
-        # SEP-2164: unknown resource is -32602, with the URI asked for in `data`.
-        raise MCPError(code=INVALID_PARAMS, message=message, data={"uri": str(params.uri)})
-
+    # No prompts and no resources: nothing is registered for them, so they are not advertised,
+    # and a host that asks anyway is told the method is not served (-32601).
     server: Server[Any] = Server(
         "anvil",
         version=app.__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
-        on_list_prompts=list_prompts,
-        on_get_prompt=get_prompt,
-        on_list_resources=list_resources,
-        on_list_resource_templates=list_templates,
-        on_read_resource=read_resource,
         # Lets the SDK check `Mcp-Param-*` headers without running `tools/list` per call.
         get_tool_input_schema=header_schemas.get,
     )

@@ -43,6 +43,8 @@ def test_legacy_initialize_negotiates_every_handshake_version(dev_server: AnvilS
         "listChanged" not in str(result["capabilities"].get("tools", {}))
         or not result["capabilities"]["tools"]["listChanged"]
     )
+    # Only what Anvil has something behind: no prompts, no resources.
+    assert "prompts" not in result["capabilities"] and "resources" not in result["capabilities"]
     assert "mcp-session-id" not in response.headers
 
 
@@ -71,6 +73,7 @@ def test_server_discover_answers_without_initialize(dev_server: AnvilServer) -> 
     result = response.json()["result"]
     assert result["supportedVersions"] == ALL_VERSIONS
     assert "tools" in result["capabilities"]
+    assert "prompts" not in result["capabilities"] and "resources" not in result["capabilities"]
     assert "mcp-session-id" not in response.headers
 
 
@@ -176,6 +179,12 @@ def test_a_browser_page_on_anvils_own_origin_is_accepted(dev_server: AnvilServer
     assert response.status_code == 200
 
 
-def test_getting_a_prompt_is_invalid_params(dev_server: AnvilServer) -> None:
-    response = legacy(dev_server, "prompts/get", {"name": "anything"})
-    assert response.json()["error"]["code"] == -32602
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [("prompts/get", {"name": "anything"}), ("prompts/list", None), ("resources/list", None)],
+)
+def test_prompts_and_resources_are_not_served(
+    dev_server: AnvilServer, method: str, params: dict[str, str] | None
+) -> None:
+    response = legacy(dev_server, method, params)
+    assert response.json()["error"]["code"] == -32601

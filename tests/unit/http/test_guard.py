@@ -1,6 +1,7 @@
-"""RequestGuard and BodyGuard: Host, Origin, method, body size and protocol version checks before
-any route (sign-in sits between the two stages in the app; not here). The body's deadline is the
-front door's: tests/unit/test_frontdoor.py and tests/integration/test_front_door.py."""
+"""RequestGuard and BodyGuard: Host, Origin, method and body size checks before any route (sign-in
+sits between the two stages in the app; not here; the protocol version is the MCP endpoint's).
+The body's deadline is the front door's: tests/unit/serve/test_frontdoor.py and
+tests/integration/test_front_door.py."""
 
 from __future__ import annotations
 

@@ -272,3 +272,16 @@ async def test_a_key_source_outage_is_a_retryable_503_not_a_sign_in_prompt(tmp_p
     assert response.headers["retry-after"] == "8"
     assert "www-authenticate" not in response.headers
     assert "cannot be loaded" in response.json()["detail"]
+
+
+async def test_the_log_names_the_real_cause_no_token_or_a_token_refused(
+    http: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="app.http.signin")
+    await http.post("/mcp")
+    await http.post("/mcp", headers={"Authorization": "Bearer not-a-jwt"})
+    said = [r.getMessage() for r in caplog.records if r.name == "app.http.signin"]
+    assert said == [
+        "refused a request with no token: sign-in required",
+        "refused a request whose token did not sign in: invalid_token",
+    ]
