@@ -31,11 +31,36 @@ ensure_venv() {
   stamp="$VENV/.installed-$(sha256sum < pyproject.toml | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
     say "installing Anvil and its dependencies into $VENV (once; under a minute)"
-    uv_install "$VENV" -e ".[dev]"
+    with_heartbeat "installing Anvil's dependencies" uv_install "$VENV" -e ".[dev]"
     rm -f "$VENV"/.installed-*
     touch "$stamp"
     say "installed: $("$VENV/bin/anvil" --version)"
   fi
+}
+
+# with_heartbeat WHAT COMMAND...: run COMMAND, saying every 10 s that WHAT is still going on, so
+# a first install that takes a while is never silent.
+with_heartbeat() {
+  local what=$1 started=$SECONDS pid status=0
+  shift
+  "$@" &
+  pid=$!
+  while ! wait_briefly "$pid"; do
+    say "... still $what ($((SECONDS - started)) s)"
+  done
+  wait "$pid" || status=$?
+  return "$status"
+}
+
+# wait_briefly PID: true once PID has exited, false after 10 s while it runs.
+wait_briefly() {
+  local waited=0
+  while kill -0 "$1" 2>/dev/null; do
+    if [ "$waited" -ge 100 ]; then return 1; fi
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  return 0
 }
 
 # uv installs the Python packages: it fetches and unpacks them in parallel, several times faster
