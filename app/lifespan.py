@@ -63,7 +63,7 @@ async def open_engine(
     served = await open_served(
         settings, embedder, cache_dir, stack, refused=lambda: telemetry.instruments.index_refusals.add(1)
     )
-    retrieval = RetrievalEngine(served, embedder)
+    retrieval = RetrievalEngine(served, embedder, max_answer_chars=settings.answer_max_chars)
     if settings.answer_engine == "retrieval":
         return retrieval, retrieval
     from app.engines.chat import open_chat_engine

@@ -121,14 +121,18 @@ def _reason(error: httpx.TransportError) -> str:
 
 
 def render_answer(envelope: Mapping[str, Any]) -> str:
-    """The answer, its sources (`- file (heading)`) and the conversation turn, as plain text."""
+    """The answer, its sources (`- file (heading; other heading)`, a page a line) and the
+    conversation turn, as plain text."""
     parts = [str(envelope.get("answer", "")).rstrip()]
     sources = [s for s in envelope.get("sources") or [] if isinstance(s, dict)]
     if sources:
-        lines = [
-            f"- {s.get('source')} ({s.get('heading')})" if s.get("heading") else f"- {s.get('source')}"
-            for s in sources
-        ]
+        lines = []
+        for source in sources:
+            sections = [str(s.get("heading")) for s in source.get("sections") or [] if isinstance(s, dict)]
+            headings = "; ".join(sections) or source.get("heading")
+            lines.append(
+                f"- {source.get('source')} ({headings})" if headings else f"- {source.get('source')}"
+            )
         parts.append("Sources:\n" + "\n".join(lines))
     if envelope.get("conversationId"):
         parts.append(f"(conversation {envelope['conversationId']}, turn {envelope.get('turn')})")

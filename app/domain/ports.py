@@ -194,6 +194,8 @@ class Passage:
     index_version: str | None = None
     #: Where the passage is published (its page and heading anchor); None when not known.
     url: str | None = None
+    #: The title of its page; None when it has none of its own.
+    title: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

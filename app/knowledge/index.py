@@ -141,11 +141,12 @@ class PassageIndex:
             return None
         heading = self._headings[n]
         source = self.documents[int(self.passage_document[n])]
-        if " > " not in heading and heading in (source.rsplit("/", 1)[-1], self._title_of(source)):
+        if " > " not in heading and heading in (source.rsplit("/", 1)[-1], self.file_title(source)):
             return page
         return f"{page}#{anchor(heading.rsplit(' > ', 1)[-1])}"
 
-    def _title_of(self, source: str) -> str | None:
+    def file_title(self, source: str) -> str | None:
+        """The title of corpus file `source`, if it is one."""
         n = self._file_numbers.get(source)
         return None if n is None else self._file_titles[n]
 

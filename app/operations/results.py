@@ -5,6 +5,7 @@ returns.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,21 +16,48 @@ from app.domain.lifecycle import StartedConversation
 from app.domain.ports import Document, Passage, Usage
 
 
+class SectionRef(BaseModel):
+    """A section of a page an answer drew on."""
+
+    model_config = ConfigDict(title="Section")
+
+    heading: str = Field(description="Heading of the section within the file.")
+    url: str | None = Field(None, description="The published page and heading; null when not known.")
+
+
 class SourceRef(BaseModel):
-    """A passage an answer drew on."""
+    """A page an answer drew on, with the sections of it the answer drew on, best first."""
 
     source: str = Field(description="File of the corpus, relative to its folder.")
-    heading: str = Field(description="Heading of the passage within the file.")
-    score: float = Field(description="Relevance score (higher is better).")
+    title: str | None = Field(None, description="The page's title; null when it has none of its own.")
+    heading: str = Field(description="Heading of the best section drawn on, within the file.")
+    score: float = Field(description="Relevance score of the best section (higher is better).")
     url: str | None = Field(
-        None, description="The published page and heading the passage is from; null when not known."
+        None, description="The published page and heading of the best section; null when not known."
+    )
+    sections: list[SectionRef] = Field(
+        description="Every section of the page the answer drew on, best first."
     )
 
     @classmethod
-    def of(cls, passage: Passage) -> SourceRef:
-        return cls(
-            source=passage.source, heading=passage.heading, score=round(passage.score, 4), url=passage.url
-        )
+    def of_pages(cls, passages: Sequence[Passage]) -> list[SourceRef]:
+        """One entry per page, in the order their best passage comes, each with its sections."""
+        pages: dict[str, SourceRef] = {}
+        for passage in passages:
+            section = SectionRef(heading=passage.heading, url=passage.url)
+            page = pages.get(passage.source)
+            if page is None:
+                pages[passage.source] = cls(
+                    source=passage.source,
+                    title=passage.title,
+                    heading=passage.heading,
+                    score=round(passage.score, 4),
+                    url=passage.url,
+                    sections=[section],
+                )
+            elif section not in page.sections:
+                page.sections.append(section)
+        return list(pages.values())
 
 
 class UsageOut(BaseModel):
@@ -66,7 +94,9 @@ class AskOutput(BaseModel):
     condensed: bool = Field(
         description="True when older turns of the conversation were dropped to fit its limits."
     )
-    sources: list[SourceRef] = Field(description="Passages the answer cites.")
+    sources: list[SourceRef] = Field(
+        description="The pages the answer cites, one entry a page (its sections inside), best first."
+    )
     usage: UsageOut | None = Field(
         None, description="Tokens the language model spent; null when no model wrote the answer."
     )
@@ -80,7 +110,7 @@ class AskOutput(BaseModel):
             created=result.created,
             turn=result.turn,
             condensed=result.condensed,
-            sources=[SourceRef.of(p) for p in result.sources],
+            sources=SourceRef.of_pages(result.sources),
             usage=UsageOut.of(result.usage),
         )
 

@@ -45,6 +45,15 @@ class EngineSettings(Part):
             "(`https://ACCOUNT.blob.core.windows.net/CONTAINER/NAME`, read with Entra ID)."
         ),
     )
+    answer_max_chars: int = Field(
+        3000,
+        ge=500,
+        le=50_000,
+        description=(
+            "`retrieval` engine: the most characters an answer quotes (its passages are quoted "
+            "whole, or by whole blocks, and a passage that does not fit is left out rather than cut)."
+        ),
+    )
     index_refresh_seconds: float = Field(
         60.0,
         ge=0,

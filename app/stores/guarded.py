@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -111,3 +111,7 @@ class GuardedStore:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        # What a store offers beyond the port (Cosmos DB's `observe_request_charges`) stays offered.
+        return getattr(self.inner, name)

@@ -166,4 +166,4 @@ def test_readyz_follows_the_cosmos_server(tmp_path_factory: pytest.TempPathFacto
             cosmos.stop()
             down = httpx.get(f"{server.url}/readyz")
             assert down.status_code == 503, down.text
-            assert down.json()["checks"]["store"] == "unavailable: Unavailable"
+            assert down.json()["checks"]["store"] == "unavailable: unreachable"

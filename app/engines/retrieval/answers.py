@@ -1,114 +1,113 @@
 """Composing the embedded engine's answer from the passages ranked for a question.
 
-The answer quotes the best passage (the units of it that answer, `excerpts.choose`), cites it,
-may quote a second passage close behind it that holds much of what the first misses, and points
-at up to two more pages ("See also"). It is never longer than `MAX_ANSWER_CHARS`.
+The reader of an answer is usually an agent's own model, which writes the reply itself: the
+engine's job is to quote, faithfully, and to say where from. So the answer is Markdown: the
+passage that answers first, then the best passages of up to two other pages that score close
+behind it, each headed by its page's title > section and by its link (or its file, when the
+corpus names no site), each quoted whole, or, when it is long, by the blocks of it that answer,
+whole (`excerpts.quote`). It writes no sentence of its own, and it stays within
+`ANVIL_ANSWER_MAX_CHARS`: the first quote takes at most `FIRST_SHARE` of it while others follow,
+and a later page whose quote would not fit is left out rather than cut.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from app.domain.ports import Answer, Passage
-from app.engines.retrieval.excerpts import Excerpt, Unit, choose, fit, shorten, units_of
+from app.engines.retrieval.excerpts import ELLIPSIS, quote
 from app.engines.retrieval.follow_ups import Question
 from app.engines.retrieval.lexical import term_weight
 from app.engines.retrieval.ranking import Ranked, Ranker
 
-#: The composed answer never grows beyond this many characters.
-MAX_ANSWER_CHARS = 1500
+#: The answer's size, unless `ANVIL_ANSWER_MAX_CHARS` says otherwise.
+MAX_ANSWER_CHARS = 3000
 
 NO_MATCH_ANSWER = (
     "I found nothing in the documentation that matches this question. "
     "Try rephrasing it, for example with the name of the feature or setting you mean."
 )
 
-#: How many other pages an answer points at, at most, and how well (a share of the best score)
-#: they must score.
-SEE_ALSO = 2
-SEE_ALSO_SHARE = 0.3
-#: How many passages are ranked for an answer: the best, and enough behind it to find its
-#: see-also pages among passages of the same pages.
-CANDIDATES = 1 + SEE_ALSO * 6
-#: A second passage is quoted when it holds this share of the question's weight the first
-#: excerpt misses, and scores at least `SECOND_SCORE` of the best.
-SECOND_SHARE = 0.25
-SECOND_SCORE = 0.6
+#: How many pages an answer quotes at most.
+PAGES = 3
+#: Another page is quoted when its best passage scores this share of the best passage's score.
+PAGE_SHARE = 0.3
+#: A second section of the first page is quoted when it scores this share of the best.
+SECTION_SHARE = 0.8
+#: How many passages are ranked for an answer: the best, and enough behind it to find the
+#: passages of other pages among passages of the same pages.
+CANDIDATES = 13
+#: The most of the answer's size the first quote takes while other quotes follow it.
+FIRST_SHARE = 0.6
 
 
 class Quoter:
-    """Answers from the passages of one index, keeping the units of each passage it quotes."""
+    """Answers from the passages of one index (see the module)."""
 
-    def __init__(self, ranker: Ranker) -> None:
+    def __init__(self, ranker: Ranker, max_chars: int = MAX_ANSWER_CHARS) -> None:
         self.ranker = ranker
         self.index = ranker.index
-        self._units: dict[int, tuple[Unit, ...]] = {}
+        self.max_chars = max_chars
 
     def answer(self, question: Question, ranked: Ranked) -> Answer:
-        """The answer from `ranked` (at least one passage), citing what it quotes (see the module)."""
+        """The answer from `ranked` (at least one passage), citing each passage it quotes."""
         weights = {term: term_weight(self.index, term) * times for term, times in question.query.items()}
-        excerpt = choose(self._units_of(ranked[0][0]), weights)
-        second = self._second(ranked, excerpt, question.own)
-        used = [self.ranker.passage(*ranked[0])]
-        if second is not None:
-            used.append(self.ranker.passage(*ranked[second[0]]))
-        floor = ranked[0][1] * SEE_ALSO_SHARE
+        chosen = self.chosen(ranked)
+        parts: list[str] = []
+        used: list[Passage] = []
+        left = self.max_chars
+        for position, (n, score, joined) in enumerate(chosen):
+            passage = self.ranker.passage(n, score)
+            label = self.label(passage)
+            room = left - len(label) - 2 - (2 if parts else 0)
+            if position == 0 and len(chosen) > 1:
+                room = min(room, int(self.max_chars * FIRST_SHARE) - len(label) - 2)
+            text = quote(self._text_of(n, joined), weights, room)
+            if not text and position:
+                continue  # nothing of it fits: left out, not cut
+            part = f"{label}\n\n{text}" if text else label
+            parts.append(part)
+            used.append(passage)
+            left -= len(part) + 2
+        return Answer(text="\n\n".join(parts), sources=tuple(used))
+
+    def chosen(self, ranked: Ranked) -> list[tuple[int, float, int | None]]:
+        """The passages quoted, in the order quoted, each with another piece of its section
+        quoted with it (or None): the best, a second section of its page when it ranks close
+        behind, and the best passage of each other page that scores close enough."""
+        best_n, best = ranked[0]
+        first_page = int(self.index.passage_document[best_n])
+        joined: int | None = None
+        second: tuple[int, float] | None = None
+        others: list[tuple[int, float, int | None]] = []
+        pages = {first_page}
         for n, score in ranked[1:]:
-            if len(used) > SEE_ALSO or score < floor:
-                break
-            passage = self.index.passage(n)
-            if all(passage.source != p.source for p in used):
-                used.append(self.ranker.passage(n, score))
+            page = int(self.index.passage_document[n])
+            close = score >= SECTION_SHARE * best
+            if page == first_page and close and joined is None and second is None:
+                if self.index.passage(n).heading == self.index.passage(best_n).heading:
+                    joined = n  # another piece of the same section: quoted with it, under one heading
+                else:
+                    second = (n, score)
+            elif page not in pages and len(pages) < PAGES and score >= PAGE_SHARE * best:
+                pages.add(page)
+                others.append((n, score, None))
+        first = [(best_n, best, joined)] + ([(*second, None)] if second is not None else [])
+        return first + others
 
-        see_also = used[2:] if second is not None else used[1:]
-        tail = f"\n\nSee also: {', '.join(cite(p) for p in see_also)}" if see_also else ""
-        lead = f"According to {cite(used[0])}: "
-        also = ""
-        if second is not None:
-            room = (MAX_ANSWER_CHARS - len(lead) - len(tail)) // 3
-            also = f"\n\nAlso, from {cite(used[1])}: {second[1].render()}"
-            if len(also) > room:
-                also = ""
-                del used[1]
-        body = fit(excerpt, MAX_ANSWER_CHARS - len(lead) - len(also) - len(tail), weights)
-        if not body:
-            lead = f"See {cite(used[0])}."
-        elif body.startswith(("- ", "```", "~~~")):
-            lead = lead.rstrip() + "\n"
-        return Answer(text=shorten(lead + body + also + tail, MAX_ANSWER_CHARS), sources=tuple(used))
+    def _text_of(self, n: int, other: int | None) -> str:
+        """Passage `n`'s text, with `other` (a piece of the same section) joined in reading order."""
+        if other is None:
+            return self.index.passage(n).text
+        first, second = sorted((n, other))
+        between = "\n\n" if second == first + 1 else f"\n\n{ELLIPSIS}\n\n"
+        return self.index.passage(first).text + between + self.index.passage(second).text
 
-    def _second(self, ranked: Ranked, excerpt: Excerpt, own: Sequence[str]) -> tuple[int, Excerpt] | None:
-        """The next passage worth quoting too: close behind the best one, from another section,
-        with a sentence holding much of the question's weight that the first excerpt misses."""
-        weights = {term: term_weight(self.index, term) for term in own}
-        if len(weights) < 2:
-            return None
-        missing = {t: w for t, w in weights.items() if t not in excerpt.covered}
-        enough = SECOND_SHARE * sum(weights.values())
-        if sum(missing.values()) < enough:
-            return None
-        first = self.index.passage(ranked[0][0])
-        for position, (n, score) in enumerate(ranked[1:3], start=1):
-            passage = self.index.passage(n)
-            if (passage.source, passage.heading) == (first.source, first.heading):
-                continue
-            if score < SECOND_SCORE * ranked[0][1]:
-                return None
-            extra = choose(self._units_of(n), missing, opening=False, limit=1)
-            if sum(missing[t] for t in extra.covered) >= enough:
-                return position, extra
-            return None
-        return None
-
-    def _units_of(self, n: int) -> tuple[Unit, ...]:
-        units = self._units.get(n)
-        if units is None:
-            units = self._units[n] = units_of(self.index.passage(n).text)
-        return units
-
-
-def cite(passage: Passage) -> str:
-    """`file (heading)`, or the file alone for the text before its first heading."""
-    if passage.heading == passage.source.rsplit("/", 1)[-1]:
-        return passage.source
-    return f"{passage.source} ({passage.heading})"
+    def label(self, passage: Passage) -> str:
+        """`**Title > Section** ([file](link))`, or with the file alone when it has no link."""
+        heading = passage.heading
+        title = self.index.file_title(passage.source)
+        if heading == passage.source.rsplit("/", 1)[-1]:
+            heading = title or passage.source
+        elif title and not heading.startswith(title):
+            heading = f"{title} > {heading}"
+        where = f"[{passage.source}]({passage.url})" if passage.url else f"`{passage.source}`"
+        return f"**{heading}** ({where})"

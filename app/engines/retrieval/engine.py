@@ -64,13 +64,15 @@ class RetrievalEngine:
         embedder: Embedder | None = None,
         *,
         ranking: Ranking = "hybrid",
+        max_answer_chars: int = MAX_ANSWER_CHARS,
     ) -> None:
         if isinstance(served, PassageIndex):
             served = ServedIndex(served, None if embedder is None else embedder.name)
         self.served = served
         self.embedder = embedder
         self._mode: Ranking = ranking if embedder is not None else "lexical"
-        self._quoter = Quoter(Ranker(served.index, self._mode))
+        self.max_answer_chars = max_answer_chars
+        self._quoter = Quoter(Ranker(served.index, self._mode), max_answer_chars)
 
     @property
     def index(self) -> PassageIndex:
@@ -158,7 +160,7 @@ class RetrievalEngine:
         quoter = self._quoter
         index = self.served.index
         if quoter.index is not index:
-            quoter = self._quoter = Quoter(Ranker(index, self._mode))
+            quoter = self._quoter = Quoter(Ranker(index, self._mode), self.max_answer_chars)
         return quoter
 
     def _embeds(self, ranker: Ranker) -> bool:

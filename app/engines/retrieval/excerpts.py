@@ -1,9 +1,12 @@
-"""Turn a passage's Markdown into readable answer pieces, and pick and join the pieces that answer.
+"""Quoting a passage: whole when it fits, else the blocks of it that answer, each whole.
 
-A passage is read as units: prose sentences, list items, table rows (written out as plain
-"cell — header: cell" lines, never with pipes) and whole fenced code blocks. An answer is a
-few units in reading order: the ones carrying most of the question's weight, the code or list
-a chosen sentence introduces, never a sentence or a code block cut in two.
+A passage's Markdown is read as blocks: paragraphs, fenced code, lists and tables. A block that
+introduces what follows it (a sentence ending in a colon before code, a list or a table) is glued
+to it, and the items of a list stay together, so a quote never holds an introduction without what
+it introduces, nor code without the sentence that says what it is. The groups carrying most of a
+question's weight are quoted in reading order, with `[…]` where something was left out between
+them. A sentence is never cut: a paragraph too long for the room left gives its sentences that
+carry the question's words, whole; code, a list or a table too long is left out.
 """
 
 from __future__ import annotations
@@ -16,275 +19,140 @@ from typing import Literal
 from app.knowledge.corpus import split_blocks
 from app.knowledge.tokens import tokenize
 
-#: A code block longer than this is left out of answers (the citation points at it).
-MAX_CODE_CHARS = 700
-#: At most this many sentences, items or rows from one passage.
-MAX_UNITS = 3
-#: At most this many items of a list a chosen sentence introduces.
-MAX_LIST_ITEMS = 4
+#: Written between two quoted blocks that were not next to each other.
+ELLIPSIS = "[…]"
+#: A group is quoted beside the best one when it carries this share of the best one's weight.
+ALSO_SHARE = 0.5
 
-Kind = Literal["sentence", "item", "row", "code"]
+Kind = Literal["prose", "code", "list", "table"]
 
 _ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_LINK_DEFINITION = re.compile(r"^\s*\[[^\]]+\]:\s+\S+")
-_MINOR_HEADING = re.compile(r"^\s*#{5,6}\s+")
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][)\"'”]))\s+(?=[^a-z\s])")
-_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
-_REF_LINK = re.compile(r"\[([^\]]+)\]\[[^\]]*\]")
-_SHORTCUT_LINK = re.compile(r"\[([^\[\]\"'=,]+)\](?![(\[:])")
-_CODE_SPAN = re.compile(r"(`+[^`]*?`+)")
-_AUTOLINK = re.compile(r"<((?:https?|mailto):[^>\s]+)>")
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
-_ESCAPED = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|])")
-_CELL_SPLIT = re.compile(r"(?<!\\)\|")
 
 
 @dataclass(frozen=True, slots=True)
-class Unit:
-    """A piece an answer can quote whole: its kind, readable text, terms and block number."""
+class Block:
+    """One block of a passage, in reading order: its kind, its Markdown, the terms it holds."""
 
     kind: Kind
     text: str
     terms: frozenset[str]
-    block: int
 
     @property
-    def leads_in(self) -> bool:
-        """Whether this sentence introduces what follows it ("Run this:")."""
-        return self.kind == "sentence" and self.text.endswith(":")
+    def introduces(self) -> bool:
+        """Whether this paragraph introduces what follows it ("Run this:")."""
+        return self.kind == "prose" and self.text.rstrip().endswith(":")
 
 
-def units_of(markdown: str) -> tuple[Unit, ...]:
-    """The quotable units of a passage's text, in reading order."""
-    found: list[Unit] = []
-    for number, (block, is_code) in enumerate(split_blocks(markdown)):
-        if is_code:
-            code = _dedent_block(block)
-            found.append(Unit("code", code, frozenset(tokenize(code)), number))
-            continue
-        for kind, text in _block_units(block.splitlines()):
-            found.append(Unit(kind, text, frozenset(tokenize(text)), number))
-    return tuple(found)
+def blocks_of(markdown: str) -> list[Block]:
+    """The blocks of a passage's Markdown, in reading order."""
+    found: list[Block] = []
+    for text, is_code in split_blocks(markdown):
+        kind: Kind = "code" if is_code else _kind_of(text)
+        found.append(Block(kind, text, frozenset(tokenize(text))))
+    return found
 
 
-def _block_units(lines: list[str]) -> list[tuple[Kind, str]]:
-    """Sentences, items and rows of one block of prose, a list and/or a table."""
-    units: list[tuple[Kind, str]] = []
-    prose: list[str] = []
-    item: list[str] = []
-    table: list[str] = []
-
-    def flush() -> None:
-        if prose:
-            units.extend(("sentence", s) for s in sentences(inline(" ".join(prose))))
-            prose.clear()
-        if item:
-            text = inline(" ".join(item))
-            if text:
-                units.append(("item", text))
-            item.clear()
-        if table:
-            units.extend(("row", row) for row in table_rows(table))
-            table.clear()
-
-    for line in lines:
-        if _LINK_DEFINITION.match(line):
-            continue
-        if prose and prose[-1].endswith(("`", ":")) and line.lstrip()[:1].isupper():
-            flush()
-        if line.lstrip().startswith("|") or (table and "|" in line):
-            if not table:
-                flush()
-            table.append(line)
-        elif _ITEM.match(line):
-            flush()
-            item.append(_ITEM.sub("", line, count=1))
-        elif item:
-            item.append(line.strip())
-        else:
-            if table:
-                flush()
-            prose.append(_MINOR_HEADING.sub("", line).strip())
-    flush()
-    return units
+def _kind_of(text: str) -> Kind:
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines and all(line.lstrip().startswith("|") for line in lines):
+        return "table"
+    if lines and _ITEM.match(lines[0]):
+        return "list"
+    return "prose"
 
 
-def table_rows(lines: Sequence[str]) -> list[str]:
-    """A Markdown table's body rows as plain lines: "first cell — header: cell; header: cell"."""
-    rows = [_cells(line) for line in lines if not _TABLE_RULE.match(line)]
-    if not rows:
-        return []
-    has_header = len(lines) > 1 and _TABLE_RULE.match(lines[1]) is not None
-    header, body = (rows[0], rows[1:]) if has_header else ([], rows)
-    rendered: list[str] = []
-    for cells in body:
-        first, rest = (cells[0], cells[1:]) if cells else ("", [])
-        parts = []
-        for n, cell in enumerate(rest, start=1):
-            if not cell:
-                continue
-            name = header[n] if n < len(header) and header[n] else ""
-            parts.append(f"{name}: {cell}" if name else cell)
-        text = f"{first} — {'; '.join(parts)}" if first and parts else first or "; ".join(parts)
-        if text:
-            rendered.append(text if text.endswith((".", "!", "?")) else f"{text}.")
-    return rendered
-
-
-def _cells(line: str) -> list[str]:
-    stripped = line.strip()
-    if stripped.startswith("|"):
-        stripped = stripped[1:]
-    if stripped.endswith("|") and not stripped.endswith("\\|"):
-        stripped = stripped[:-1]
-    return [inline(cell) for cell in _CELL_SPLIT.split(stripped)]
-
-
-def inline(text: str) -> str:
-    """Markdown inline markup made plain: link and image syntax, bold and escapes gone (inline
-    code is kept as written)."""
-    parts = _CODE_SPAN.split(text)
-    for n in range(0, len(parts), 2):
-        part = _IMAGE.sub("", parts[n])
-        part = _LINK.sub(r"\1", part)
-        part = _REF_LINK.sub(r"\1", part)
-        part = _SHORTCUT_LINK.sub(r"\1", part)
-        part = _AUTOLINK.sub(r"\1", part)
-        part = _STRONG.sub(r"\2", part)
-        parts[n] = _ESCAPED.sub(r"\1", part)
-    return " ".join("".join(parts).split())
-
-
-def sentences(text: str) -> list[str]:
-    """The sentences of one paragraph of plain text."""
-    return [s for s in _SENTENCE_END.split(text) if s.strip()]
-
-
-def _dedent_block(block: str) -> str:
-    lines = block.splitlines()
-    indent = min((len(line) - len(line.lstrip()) for line in lines if line.strip()), default=0)
-    return "\n".join(line[indent:] for line in lines)
-
-
-@dataclass(frozen=True, slots=True)
-class Excerpt:
-    """Units chosen from one passage, in reading order, with the query terms they cover."""
-
-    units: tuple[Unit, ...]
-    covered: frozenset[str]
-
-    def render(self) -> str:
-        """The units joined for reading: prose flows, items and rows are listed, code is fenced."""
-        out = ""
-        previous: Unit | None = None
-        for unit in self.units:
-            if unit.kind == "code":
-                out += f"\n\n{unit.text}\n\n"
-            elif unit.kind in ("item", "row"):
-                out += f"\n- {unit.text}" if out and not out.endswith("\n\n") else f"- {unit.text}"
-            elif previous is not None and previous.kind in ("item", "row"):
-                out += f"\n\n{unit.text}"
-            else:
-                out += f" {unit.text}" if out and not out.endswith("\n") else unit.text
-            previous = unit
-        return out.strip()
-
-    def without(self, unit: Unit) -> Excerpt:
-        """The excerpt with one unit fewer."""
-        kept = tuple(u for u in self.units if u is not unit)
-        return Excerpt(kept, frozenset(t for u in kept for t in u.terms) & self.covered)
-
-
-def choose(
-    units: Sequence[Unit], weights: Mapping[str, float], *, opening: bool = True, limit: int = MAX_UNITS
-) -> Excerpt:
-    """The units of one passage that best answer a query whose terms count `weights`.
-
-    The passage's opening sentence (what the section is about; unless `opening` is False), then
-    its strongest sentences, items or rows (at least half as strong as the best; `limit` in
-    all), the sentence that
-    introduces a chosen item, and what a chosen sentence introduces (a short code block, a few
-    list items). When no unit carries a query term (the heading matched), the opening is chosen.
-    """
-    if not units:
-        return Excerpt((), frozenset())
-    scored = [(_score(unit, weights), n) for n, unit in enumerate(units) if unit.kind != "code"]
-    best = max((score for score, _ in scored), default=0.0)
-    first = next((n for n, unit in enumerate(units) if unit.kind == "sentence"), None)
-    if first is not None and not units[first].text[:1].isupper():
-        first = None
-    picked: set[int] = set()
-    if first is not None and (opening or best == 0):
-        picked.add(first)
-    if best > 0:
-        strong = sorted(
-            (item for item in scored if item[0] * 2 >= best), key=lambda item: (-item[0], item[1])
+def groups_of(blocks: Sequence[Block]) -> list[list[int]]:
+    """The blocks (by number) that are quoted together or not at all: an introduction with what it
+    introduces, a list's items (a list written with blank lines between its items)."""
+    groups: list[list[int]] = []
+    for n, block in enumerate(blocks):
+        previous = blocks[n - 1] if n else None
+        joins = previous is not None and (
+            (previous.introduces and block.kind != "prose")
+            or (previous.kind == "list" and block.kind == "list")
         )
-        for _, n in strong:
-            if len(picked) >= limit:
-                break
-            picked.add(n)
-    elif first is None:
-        picked.update(n for _, n in scored[:2])
-    if not picked:
-        picked.update([n for n, unit in enumerate(units) if len(unit.text) <= MAX_CODE_CHARS][:1])
-    for n in sorted(picked):
-        if units[n].kind in ("item", "row"):
-            lead = next((m for m in range(n - 1, -1, -1) if units[m].kind not in ("item", "row")), None)
-            if lead is not None and units[lead].leads_in:
-                picked.add(lead)
-    for n in sorted(picked):
-        if units[n].leads_in:
-            picked.update(_introduced(units, n, picked))
-    chosen = tuple(units[n] for n in sorted(picked))
-    return Excerpt(chosen, frozenset(t for u in chosen for t in u.terms if t in weights))
+        if joins:
+            groups[-1].append(n)
+        else:
+            groups.append([n])
+    return groups
 
 
-def _introduced(units: Sequence[Unit], lead: int, picked: set[int]) -> list[int]:
-    """The units right after sentence `lead` that it introduces: one short code block, or items
-    (a few, unless some were chosen already)."""
-    following = range(lead + 1, len(units))
-    if not following:
-        return []
-    first = following[0]
-    if units[first].kind == "code":
-        return [first] if len(units[first].text) <= MAX_CODE_CHARS else []
-    if units[first].kind in ("item", "row"):
-        run: list[int] = []
-        for n in following:
-            if units[n].kind != units[first].kind or len(run) == MAX_LIST_ITEMS:
-                break
-            run.append(n)
-        return [] if picked.intersection(run) else run
-    return []
+def quote(markdown: str, weights: Mapping[str, float], limit: int) -> str:
+    """The passage whole if it fits in `limit` characters, else the groups of blocks that carry
+    most of `weights` (term -> how much it counts), in reading order; "" when nothing fits."""
+    whole = markdown.strip()
+    if len(whole) <= limit:
+        return whole
+    blocks = blocks_of(markdown)
+    groups = groups_of(blocks)
+    texts = ["\n\n".join(blocks[n].text for n in group) for group in groups]
+    scores = [_weight(frozenset().union(*(blocks[n].terms for n in group)), weights) for group in groups]
+    best = max(scores, default=0.0)
+    if best > 0:
+        order = sorted(range(len(groups)), key=lambda g: (-scores[g], g))
+        wanted = [g for g in order if scores[g] >= ALSO_SHARE * best]
+    else:  # the heading matched, not the text: what the section opens with
+        wanted = list(range(len(groups)))
+    chosen: list[int] = []
+    for g in wanted:
+        if _length([*chosen, g], texts) <= limit:
+            chosen.append(g)
+        elif not chosen and best > 0:
+            # The best group alone is too long: its sentences that carry the question, if prose.
+            sentences = _sentences(groups[g], blocks, weights, limit)
+            if sentences:
+                return sentences
+        if best <= 0 and chosen and g != chosen[-1]:
+            break  # the opening, as far as it goes without a gap
+    return _joined(sorted(chosen), texts)
 
 
-def _score(unit: Unit, weights: Mapping[str, float]) -> float:
-    return sum(weights.get(term, 0.0) for term in unit.terms)
-
-
-def fit(excerpt: Excerpt, budget: int, weights: Mapping[str, float]) -> str:
-    """The excerpt rendered within `budget` characters, dropping code, then the weakest units.
-
-    A single sentence that alone exceeds the budget is cut at a word and marked with an
-    ellipsis; a code block is never cut (nothing is left instead).
-    """
-    while len(rendered := excerpt.render()) > budget and len(excerpt.units) > 1:
-        code = [u for u in excerpt.units if u.kind == "code"]
-        weakest = code[-1] if code else min(reversed(excerpt.units), key=lambda u: _score(u, weights))
-        excerpt = excerpt.without(weakest)
-    if len(rendered) > budget and excerpt.units and excerpt.units[0].kind == "code":
+def _sentences(
+    group: Sequence[int], blocks: Sequence[Block], weights: Mapping[str, float], limit: int
+) -> str:
+    """The sentences of a too-long paragraph that carry the question's words, whole, in order."""
+    if len(group) != 1 or blocks[group[0]].kind != "prose":
         return ""
-    return shorten(rendered, budget)
+    sentences = [s for s in _SENTENCE_END.split(" ".join(blocks[group[0]].text.split())) if s.strip()]
+    scored = sorted(
+        (n for n, s in enumerate(sentences) if _weight(frozenset(tokenize(s)), weights) > 0),
+        key=lambda n: (-_weight(frozenset(tokenize(sentences[n])), weights), n),
+    )
+    kept: list[int] = []
+    for n in scored:
+        if _length_of([sentences[m] for m in sorted([*kept, n])], " ") <= limit:
+            kept.append(n)
+    if not kept:
+        return ""
+    out = ""
+    for position, n in enumerate(sorted(kept)):
+        if position and n != sorted(kept)[position - 1] + 1:
+            out += f" {ELLIPSIS} "
+        elif position:
+            out += " "
+        out += sentences[n]
+    return out
 
 
-def shorten(text: str, limit: int) -> str:
-    """`text` cut at a word boundary to at most `limit` characters, marked with an ellipsis."""
-    if len(text) <= limit:
-        return text
-    if limit <= 1:
-        return "…"[:limit]
-    cut = text.rfind(" ", 0, limit)
-    return text[: cut if cut > 0 else limit - 1].rstrip() + "…"
+def _weight(terms: frozenset[str], weights: Mapping[str, float]) -> float:
+    return sum(weights.get(term, 0.0) for term in terms)
+
+
+def _length(chosen: Sequence[int], texts: Sequence[str]) -> int:
+    return len(_joined(sorted(chosen), texts))
+
+
+def _length_of(parts: Sequence[str], separator: str) -> int:
+    return len(separator.join(parts))
+
+
+def _joined(chosen: Sequence[int], texts: Sequence[str]) -> str:
+    """The chosen groups in reading order, `ELLIPSIS` where groups between them were left out."""
+    out: list[str] = []
+    for position, g in enumerate(chosen):
+        if position and g != chosen[position - 1] + 1:
+            out.append(ELLIPSIS)
+        out.append(texts[g])
+    return "\n\n".join(out)

@@ -28,7 +28,8 @@ _CONTINUING = frozenset({"and", "also", "more", "but"})
 _ELLIPTIC = (("what", "about"), ("how", "about"), ("what", "if"))
 _SHORT_QUESTION_TERMS = 2
 # What a file named in an answer can be: a run of characters without spaces, brackets, quotes
-# or separators ("According to guide/setup.md (Install): ...", "See `api/Store.md`.").
+# or separators, as answers kept before turns kept their sources named it ("According to
+# guide/setup.md (Install): ...", "See `api/Store.md`.").
 _NAMED = re.compile(r"[^\s()\[\]{}<>`'\"\u201c\u201d\u2018\u2019,;:*|]+")
 _FOLLOW_UP_DEPTH = 3
 
@@ -72,7 +73,8 @@ def borrowed(history: Sequence[PastExchange]) -> dict[str, float]:
 
 def cited_page(answer: str, document: Callable[[str], int | None]) -> int | None:
     """The first corpus file `answer` names (the one it is answered from, as the embedded engine
-    cites it: "According to `source` (heading): ..."), as `document` numbers a corpus file's
+    cited it before turns kept their sources: "According to `source` (heading): ..."), as
+    `document` numbers a corpus file's
     relative path (None for any other word); None when it names none."""
     for match in _NAMED.finditer(answer):
         name = match.group().rstrip(".!?")

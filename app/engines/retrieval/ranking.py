@@ -75,4 +75,5 @@ class Ranker:
             score=score,
             index_version=self.index.version or None,
             url=self.index.url(n),
+            title=self.index.file_title(found.source),
         )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engines.retrieval.excerpts import units_of
+from app.engines.retrieval.excerpts import blocks_of
 from app.knowledge.corpus import (
     MAX_PASSAGE_CHARS,
     CorpusPassage,
@@ -358,13 +358,17 @@ def test_tables_become_pipe_tables_of_plain_cells() -> None:
     assert texts(markdown)["T"] == "| Name | Notes |\n| --- | --- |\n| link | a \\| b c |\n| `x\\|y` | bold |"
 
 
-def test_a_table_reads_as_one_line_a_row_in_an_answer() -> None:
+def test_a_table_is_one_block_an_answer_quotes_whole() -> None:
     text = clean_markup(
         "Setting | Default | Notes\n--|--|--\n`TIMEOUT` | 30 | [Seconds](x) before **giving up**\n"
     )
 
-    assert [(unit.kind, unit.text) for unit in units_of(text)] == [
-        ("row", "`TIMEOUT` — Default: 30; Notes: Seconds before giving up.")
+    assert [(block.kind, block.text) for block in blocks_of(text)] == [
+        (
+            "table",
+            "| Setting | Default | Notes |\n| --- | --- | --- |\n"
+            "| `TIMEOUT` | 30 | Seconds before giving up |",
+        )
     ]
 
 

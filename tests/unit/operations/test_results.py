@@ -17,8 +17,9 @@ RESULTS = {
         52,
         True,
         (
-            Passage("docs/a.md", "Heading", "text", 12.345678),
+            Passage("docs/a.md", "Heading", "text", 12.345678, url="https://x/a#heading", title="A"),
             Passage("docs/b.md", "Other", "text", 0.00004),
+            Passage("docs/a.md", "Heading > More", "text", 9.0, url="https://x/a#more", title="A"),
         ),
     ),
 }
@@ -33,9 +34,27 @@ def test_ask_content_carries_every_field_with_scores_rounded() -> None:
         "created": False,
         "turn": 52,
         "condensed": True,
+        # One entry a page, in the order of its best passage, its sections inside.
         "sources": [
-            {"source": "docs/a.md", "heading": "Heading", "score": 12.3457, "url": None},
-            {"source": "docs/b.md", "heading": "Other", "score": 0.0, "url": None},
+            {
+                "source": "docs/a.md",
+                "title": "A",
+                "heading": "Heading",
+                "score": 12.3457,
+                "url": "https://x/a#heading",
+                "sections": [
+                    {"heading": "Heading", "url": "https://x/a#heading"},
+                    {"heading": "Heading > More", "url": "https://x/a#more"},
+                ],
+            },
+            {
+                "source": "docs/b.md",
+                "title": None,
+                "heading": "Other",
+                "score": 0.0,
+                "url": None,
+                "sections": [{"heading": "Other", "url": None}],
+            },
         ],
         "usage": None,
     }

@@ -1,4 +1,5 @@
-"""What the retrieval engine answers: readable excerpts, whole code blocks, and `fetch`."""
+"""What the retrieval engine answers: the passages that answer, quoted whole (code, lists and
+tables with what introduces them), labelled and linked; and `fetch`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from support.retrieval import engine_of, engine_of_passages
 
 from app.domain.ports import AnswerEngine, Document
 from app.engines.retrieval.engine import MAX_ANSWER_CHARS, RetrievalEngine
+from app.knowledge.build import index_folder
 from app.knowledge.corpus import CorpusPassage
 
 pytestmark = pytest.mark.anyio
@@ -91,35 +93,35 @@ def fenced_blocks(text: str) -> list[str]:
     return re.findall(r"```[^\n]*\n.*?\n```", text, flags=re.S)
 
 
-async def test_table_rows_are_answered_as_plain_lines(engine: RetrievalEngine) -> None:
+async def test_a_table_is_quoted_whole_as_markdown_under_its_heading(engine: RetrievalEngine) -> None:
     answer = await engine.answer("Which port does the server listen on?", [])
 
-    assert answer.text.startswith(
-        "According to settings.md (Configuration > Reference):\n"
-        "- `APP_PORT` — Default: `8000`; Description: Port the server listens on."
-    )
-    assert "|" not in answer.text
+    assert answer.text.startswith("**Configuration > Reference** (`settings.md`)\n\n")
+    table = SETTINGS.split("## Reference\n\n", 1)[1].strip()
+    assert table in answer.text
 
 
-async def test_a_short_code_block_a_sentence_introduces_is_quoted_whole(engine: RetrievalEngine) -> None:
+async def test_a_short_code_block_comes_with_the_sentence_that_introduces_it(engine: RetrievalEngine) -> None:
     answer = await engine.answer("How do I build the container image?", [])
 
-    assert answer.text.startswith(
-        "According to deploy.md (Deploy > Build the image): Build the container image with one command:"
-    )
-    assert fenced_blocks(answer.text) == ["```bash\ndocker build -t app .\n```"]
+    assert answer.text.startswith("**Deploy > Build the image** (`deploy.md`)\n\n")
+    assert "Build the container image with one command:\n\n```bash\ndocker build -t app .\n```" in answer.text
 
 
-async def test_a_long_code_block_is_left_out_never_cut(engine: RetrievalEngine) -> None:
-    answer = await engine.answer("Can I edit the generated manifest by hand?", [])
+async def test_a_long_code_block_that_does_not_fit_is_left_out_never_cut(corpus: Path) -> None:
+    small = RetrievalEngine(index_folder(corpus), max_answer_chars=1000)
+    answer = await small.answer("Can I edit the generated manifest by hand?", [])
 
     assert answer.sources[0].heading == "Deploy > Generated manifest"
     assert "never edit the manifest by hand" in answer.text
     assert "```" not in answer.text
     assert "key_0" not in answer.text
+    assert len(answer.text) <= 1000
 
 
-async def test_answers_never_hold_table_pipes_or_cut_code(engine: RetrievalEngine, corpus_text: str) -> None:
+async def test_answers_never_cut_code_a_sentence_or_a_table(
+    engine: RetrievalEngine, corpus_text: str
+) -> None:
     questions = [
         "Which port does the server listen on?",
         "What is the default log level?",
@@ -132,24 +134,35 @@ async def test_answers_never_hold_table_pipes_or_cut_code(engine: RetrievalEngin
         text = (await engine.answer(question, [])).text
         assert text.count("```") % 2 == 0, question
         assert all(block in corpus_text for block in fenced_blocks(text)), question
-        assert not any(line.lstrip().startswith("|") for line in text.splitlines()), question
+        rows = [line for line in text.splitlines() if line.startswith("|")]
+        assert all(row in corpus_text for row in rows), question
+        assert not text.rstrip().endswith(":"), question
         assert len(text) <= MAX_ANSWER_CHARS, question
 
 
-async def test_a_long_passage_is_quoted_in_whole_sentences(engine: RetrievalEngine) -> None:
-    answer = await engine.answer("How do request units shape throughput limits?", [])
+async def test_a_long_passage_is_quoted_in_whole_sentences(corpus: Path) -> None:
+    small = RetrievalEngine(index_folder(corpus), max_answer_chars=700)
+    answer = await small.answer("How do request units shape throughput limits?", [])
 
-    body = answer.text.split("\n\nSee also: ")[0]
-    assert len(answer.text) <= MAX_ANSWER_CHARS
-    assert body.endswith("throughput limits.")
-    assert "…" not in answer.text
+    quoted = answer.text.split("\n\n", 1)[1]
+    assert len(answer.text) <= 700
+    sentences = [s for s in re.split(r"(?<=limits\.)\s+", quoted) if s not in ("", "[…]")]
+    assert sentences
+    assert all(
+        re.fullmatch(
+            r"Throughput sentence \d+ explains how request units and partitions "
+            r"shape throughput limits\.",
+            s,
+        )
+        for s in sentences
+    ), sentences
 
 
 async def test_a_heading_only_match_quotes_the_sections_opening(engine: RetrievalEngine) -> None:
     answer = await engine.answer("configuration", [])
 
     assert answer.text.startswith(
-        "According to settings.md (Configuration): Every setting is read from an environment variable."
+        "**Configuration** (`settings.md`)\n\nEvery setting is read from an environment variable."
     )
 
 
@@ -212,12 +225,11 @@ async def test_an_engine_built_from_passages_fetches_nothing() -> None:
     assert await engine.fetch("a.md", 1000) is None
 
 
-async def test_see_also_points_at_other_pages_not_at_more_of_the_page_quoted() -> None:
+async def test_other_pages_are_quoted_each_under_its_own_heading() -> None:
     engine = engine_of_passages(
         [
             CorpusPassage("tides.md", "Tides", "Tide tables list the high and low tide of every day."),
-            CorpusPassage("tides.md", "Tides > Springs", "Spring tide tables show the highest tide."),
-            CorpusPassage("tides.md", "Tides > Neaps", "Neap tide tables show the lowest tide."),
+            CorpusPassage("tides.md", "Tides > Springs", "Spring tides are the highest of the month."),
             CorpusPassage("harbour.md", "Harbour", "The harbour office prints tide tables each month."),
             CorpusPassage("winds.md", "Winds", "Trade winds blow from the east."),
         ]
@@ -225,4 +237,16 @@ async def test_see_also_points_at_other_pages_not_at_more_of_the_page_quoted() -
     answer = await engine.answer("Where are the tide tables?", [])
 
     assert [p.source for p in answer.sources] == ["tides.md", "harbour.md"]
-    assert answer.text.endswith("See also: harbour.md (Harbour)")
+    assert answer.text == (
+        "**Tides** (`tides.md`)\n\nTide tables list the high and low tide of every day.\n\n"
+        "**Harbour** (`harbour.md`)\n\nThe harbour office prints tide tables each month."
+    )
+
+
+async def test_a_link_heads_each_quote_when_the_corpus_names_its_site(corpus: Path) -> None:
+    engine = RetrievalEngine(index_folder(corpus, site="https://docs.example.com/app"))
+    answer = await engine.answer("How do I build the container image?", [])
+
+    assert answer.text.startswith(
+        "**Deploy > Build the image** ([deploy.md](https://docs.example.com/app/deploy#build-the-image))"
+    )

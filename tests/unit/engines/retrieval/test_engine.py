@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -112,22 +113,21 @@ async def test_search_returns_nothing_for_empty_or_unknown_queries(engine: Retri
     assert await engine.search("kubernetes helm", 5) == []
 
 
-async def test_answer_cites_file_and_heading_and_quotes_the_relevant_sentence(
+async def test_answer_quotes_the_section_that_answers_under_its_title_and_heading(
     engine: RetrievalEngine,
 ) -> None:
     answer = await engine.answer("How is the Cosmos TTL configured?", [])
 
-    # The section's opening sentence, then the one that answers.
+    # The passage whole: it fits, and it is the answer's own words, labelled with where it is.
     assert answer.text.startswith(
-        "According to storage.md (Storage > Cosmos DB): Cosmos DB keeps a conversation for 30 days. "
-        "The TTL is configured with ANVIL_COSMOS_TTL_DAYS."
+        "**Storage > Cosmos DB** (`storage.md`)\n\n"
+        "Cosmos DB keeps a conversation for 30 days. The TTL is configured with ANVIL_COSMOS_TTL_DAYS.\n"
+        "Each user has a partition of their own."
     )
-    # The sentence about partitions says nothing about the question.
-    assert "partition" not in answer.text
     assert answer.sources[0].heading == "Storage > Cosmos DB"
 
 
-async def test_answer_lists_up_to_two_further_passages() -> None:
+async def test_answer_quotes_up_to_three_pages_that_score_close_to_the_best() -> None:
     passages = [
         CorpusPassage("a.md", "Expiry", "Conversations expire after thirty days of silence."),
         CorpusPassage("b.md", "Expiry settings", "The expiry of conversations is set in days."),
@@ -136,16 +136,14 @@ async def test_answer_lists_up_to_two_further_passages() -> None:
     ]
     answer = await engine_of_passages(passages).answer("When do conversations expire?", [])
 
-    first, *rest = answer.text.split("\n\nSee also: ")
-    assert first.startswith("According to a.md (Expiry): Conversations expire after thirty days")
-    assert len(rest) == 1
-    cited = rest[0].split(", ")
-    assert len(cited) == 2
-    assert cited == [f"{p.source} ({p.heading})" for p in answer.sources[1:]]
+    assert answer.text.startswith("**Expiry** (`a.md`)\n\nConversations expire after thirty days")
     assert len(answer.sources) == 3
+    assert len({p.source for p in answer.sources}) == 3
+    for passage in answer.sources:
+        assert f"(`{passage.source}`)\n\n{passage.text}" in answer.text
 
 
-async def test_see_also_skips_further_chunks_of_the_cited_section() -> None:
+async def test_more_pieces_of_the_section_quoted_go_under_its_one_heading() -> None:
     passages = [
         CorpusPassage("a.md", "Tuning", "Tuning the cache size helps."),
         CorpusPassage("a.md", "Tuning", "More about cache tuning."),
@@ -154,7 +152,8 @@ async def test_see_also_skips_further_chunks_of_the_cited_section() -> None:
     answer = await engine_of_passages(passages).answer("cache tuning", [])
 
     assert [(p.source, p.heading) for p in answer.sources] == [("a.md", "Tuning"), ("b.md", "Cache")]
-    assert answer.text.endswith("See also: b.md (Cache)")
+    assert answer.text.count("**Tuning**") == 1
+    assert "Tuning the cache size helps.\n\nMore about cache tuning." in answer.text
 
 
 async def test_follow_up_borrows_the_previous_question(engine: RetrievalEngine) -> None:
@@ -193,8 +192,12 @@ async def test_answer_stays_short_even_for_huge_passages() -> None:
 
     answer = await engine_of_passages(passages).answer("throughput units", [])
 
-    assert answer.text.startswith("According to big.md")
+    assert answer.text.startswith("**Throughput " + "x" * 300 + "** (`big.md`)")
     assert len(answer.text) <= MAX_ANSWER_CHARS
+    # Whole sentences only: what is quoted of the passage too long for the room is its sentences.
+    quoted = answer.text.split("\n\n")[1]
+    pieces = [piece for piece in re.split(r"(?<=matter\.)\s+", quoted) if piece not in ("", "[…]")]
+    assert pieces and all(piece == sentence for piece in pieces)
 
 
 async def test_no_match_says_so_without_sources(engine: RetrievalEngine) -> None:
