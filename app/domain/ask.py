@@ -102,6 +102,8 @@ class AskService:
             )
         if request.client_request_id is not None:
             note += " clientRequestId was accepted, but one-shot answers keep no receipt."
+        if answer.note:
+            note += f" {answer.note}"
         return AskResult(answer.text, None, note, False, None, False, answer.sources, answer.usage)
 
     async def _continue(
@@ -261,6 +263,8 @@ def _result(
             f"{dropped_now} older turn{'s were' if dropped_now > 1 else ' was'} dropped to keep "
             f"this conversation within its limits ({updated.dropped} dropped in all)."
         )
+    if answer.note:
+        notes.append(answer.note)
     if answer.history_left_out:
         left_out = answer.history_left_out
         notes.append(

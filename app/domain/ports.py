@@ -212,12 +212,15 @@ class Answer:
 
     `usage` is the model's token count, None for engines that call no model. `history_left_out`
     counts the earliest turns the engine could not fit in its context (and so did not see).
+    `note` is what the engine has to say about how it answered (the caller reads it in the
+    envelope's `note`), such as instructions it could not follow.
     """
 
     text: str
     sources: tuple[Passage, ...] = ()
     usage: Usage | None = None
     history_left_out: int = 0
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

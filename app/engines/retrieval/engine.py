@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 import anyio
 
@@ -44,6 +45,13 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: What an answer given with instructions says of them: quotes follow none.
+INSTRUCTIONS_NOTE = (
+    "The instructions are kept with the conversation, but the embedded engine quotes the "
+    "documentation as it is written and follows none of them; a language-model engine "
+    "(ANVIL_ANSWER_ENGINE=openai or azure-openai) follows them."
+)
 
 
 class RetrievalEngine:
@@ -135,18 +143,20 @@ class RetrievalEngine:
         *,
         progress: Progress | None = None,
     ) -> Answer:
-        """Answer from the best passages for `question`, citing them (`instructions` and
-        `progress` change nothing). A follow-up is ranked with the question it follows, and
-        stays on the page the answer before it was given from."""
+        """Answer from the best passages for `question`, citing them. A follow-up is ranked with
+        the question it follows, and stays on the page the answer before it was given from.
+        `instructions` change nothing but the answer's `note`, which says so; `progress` nothing."""
         quoter = self._current()
         read = read_question(question, history)
         page = followed_page(history, quoter.index) if read.follows is not None else None
 
+        note = INSTRUCTIONS_NOTE if instructions else None
+
         def answer(vectors: Vectors | None) -> Answer:
             ranked, signals = quoter.ranker.rank(read, CANDIDATES, vectors, page)
             if refuse(quoter.index, read, signals):
-                return Answer(text=NO_MATCH_ANSWER)
-            return quoter.answer(read, ranked)
+                return Answer(text=NO_MATCH_ANSWER, note=note)
+            return replace(quoter.answer(read, ranked), note=note)
 
         if not self._embeds(quoter.ranker):
             return answer(None)

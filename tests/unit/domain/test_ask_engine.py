@@ -86,3 +86,13 @@ async def test_a_turn_keeps_the_files_its_answer_cited_each_once_in_order(
     # The engine is handed the turns as kept, sources and all.
     await service.ask(ALICE, AskRequest("Then?", "c-cited"))
     assert [past.sources for past in engine.calls[-1].history] == [("guide.md", "faq.md"), ()]
+
+
+async def test_what_the_engine_notes_reaches_the_envelopes_note(
+    service: AskService, engine: ScriptedEngine
+) -> None:
+    engine.script.extend([Answer("One.", note="Instructions not followed."), Answer("Two.", note="Noted.")])
+    one_shot = await service.ask(ALICE, AskRequest("q"))
+    assert one_shot.note is not None and one_shot.note.endswith(" Instructions not followed.")
+    turn = await service.ask(ALICE, AskRequest("q", "c-noted", instructions="Be brief."))
+    assert turn.note == "Noted."

@@ -208,11 +208,15 @@ async def test_no_match_says_so_without_sources(engine: RetrievalEngine) -> None
     assert answer.sources == ()
 
 
-async def test_instructions_do_not_change_the_answer(engine: RetrievalEngine) -> None:
+async def test_instructions_do_not_change_the_quote_and_the_note_says_so(engine: RetrievalEngine) -> None:
     plain = await engine.answer("JSON logs", [])
-    instructed = await engine.answer("JSON logs", [], instructions="Answer in French.")
+    instructed = await engine.answer("JSON logs", [], instructions="Answer in one sentence.")
 
-    assert instructed == plain
+    assert (instructed.text, instructed.sources) == (plain.text, plain.sources)
+    assert plain.note is None
+    assert instructed.note is not None and "follows none of them" in instructed.note
+    refused = await engine.answer("What about kubernetes helm charts?", [], instructions="Be brief.")
+    assert refused.text == NO_MATCH_ANSWER and refused.note == instructed.note
 
 
 async def test_an_empty_corpus_answers_nothing(tmp_path: Path) -> None:
