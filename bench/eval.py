@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -68,7 +69,44 @@ class Scores:
     off_topic: int = 0
     follow_ups_right: int = 0
     follow_ups: int = 0
+    #: Single questions whose expected page is quoted in the answer text (under its label).
+    quoted: int = 0
+    #: Answers that end on a colon, end a paragraph mid-sentence or carry markup, and why.
+    flagged: list[str] = field(default_factory=list)
     misses: list[str] = field(default_factory=list)
+
+
+#: The label an embedded engine's quote is headed by: **Title > Section** ([file](url)) or (`file`).
+LABEL = re.compile(r"^\*\*.*\*\* \((?:\[([^\]]+)\]\([^)\s]*\)|`([^`]+)`)\)$", re.M)
+#: What no answer should carry: markup of a source format that reached the text.
+MARKUP = re.compile(
+    r"(?m)^:(?:orphan|tocdepth|nosearch):|\.\. [a-z-]+::|code-block::|:(?:ref|doc|class|func|meth|attr)"
+    r":`|---cut---|\btwoslash\b|^Next: .*Previous: |^[-=~^]{5,}\s*$"
+)
+
+
+def quoted_pages(answer: str) -> list[str]:
+    """The files an answer quotes, by the labels heading its quotes."""
+    return [link or file for link, file in LABEL.findall(answer)]
+
+
+def problems(answer: str) -> list[str]:
+    """What is wrong with how an answer reads: it ends on a colon, a paragraph of it stops
+    mid-sentence, or it carries a source format's markup."""
+    found = []
+    if answer.rstrip().endswith(":"):
+        found.append("ends on a colon")
+    for block in re.sub(r"```.*?```", "", answer, flags=re.S).split("\n\n"):
+        text = block.strip()
+        skipped = ("|", "- ", "* ", "**", "[…]", "#", ">", "    ")
+        if not text or text.startswith(skipped) or text[0].isdigit():
+            continue
+        if text[-1] not in ".!?:)`\"'*]>…":
+            found.append(f"a paragraph stops mid-sentence: ...{text[-40:]!r}")
+    markup = MARKUP.search(answer)
+    if markup:
+        found.append(f"markup: {markup.group(0)!r}")
+    return found
 
 
 def free_port() -> int:
@@ -220,7 +258,11 @@ def evaluate(asker: Asker, questions: dict[str, Any]) -> Scores:
     scores = Scores()
     single = questions.get("single", [])
     for item in single:
-        cited = sources(asker.ask(item["q"]))
+        reply = asker.ask(item["q"])
+        cited = sources(reply)
+        answer = str(reply.get("answer", ""))
+        scores.quoted += item["file"] in quoted_pages(answer)
+        scores.flagged.extend(f"{item['q']!r}: {problem}" for problem in problems(answer))
         scores.single += 1
         scores.hit1 += bool(cited) and cited[0] == item["file"]
         scores.hit3 += item["file"] in cited[:3]
@@ -263,6 +305,10 @@ def report(scores: Scores) -> None:
     print(f"off-topic refused one-shot {ratio(scores.refused_one_shot, scores.off_topic)}")
     print(f"off-topic refused in conv. {ratio(scores.refused_in_conversation, scores.off_topic)}")
     print(f"follow-ups right           {ratio(scores.follow_ups_right, scores.follow_ups)}")
+    print(f"expected page quoted       {ratio(scores.quoted, scores.single)}")
+    print(f"answers flagged            {len(scores.flagged)}")
+    for flag in scores.flagged:
+        print(f"  {flag}")
     if scores.misses:
         print("misses:")
         for miss in scores.misses:
@@ -271,14 +317,18 @@ def report(scores: Scores) -> None:
 
 def table(rows: list[tuple[str, str, Scores]]) -> None:
     """The scores of every set and ranking, as the Markdown table of docs/answers.md."""
-    print("| set | ranking | hit@1 | hit@3 | off-topic refused | in a conversation | follow-ups |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        "| set | ranking | hit@1 | hit@3 | off-topic refused | in a conversation | follow-ups | quoted "
+        "| flagged |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, ranking, scores in rows:
         print(
             f"| {name} | {ranking} | {scores.hit1 / max(scores.single, 1):.2f} | "
             f"{scores.hit3 / max(scores.single, 1):.2f} | {scores.refused_one_shot}/{scores.off_topic} | "
             f"{scores.refused_in_conversation}/{scores.off_topic} | "
-            f"{scores.follow_ups_right}/{scores.follow_ups} |"
+            f"{scores.follow_ups_right}/{scores.follow_ups} | {scores.quoted / max(scores.single, 1):.2f} | "
+            f"{len(scores.flagged)} |"
         )
 
 

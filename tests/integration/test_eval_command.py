@@ -52,6 +52,9 @@ def test_the_evaluation_command_scores_a_corpus(tmp_path: Path) -> None:
     assert "off-topic refused one-shot 1.00 (1/1)" in lines
     assert "off-topic refused in conv. 1.00 (1/1)" in lines
     assert "follow-ups right           1.00 (1/1)" in lines
+    # What the answers quote: the expected page under its label, and nothing flagged.
+    assert "expected page quoted       1.00 (2/2)" in lines
+    assert "answers flagged            0" in lines
     assert "misses:" not in ran.stdout
 
     # In process, every ranking over the same index, as one table.
@@ -72,4 +75,25 @@ def test_the_evaluation_command_scores_a_corpus(tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stderr
     rows = [line for line in ran.stdout.splitlines() if line.startswith("| questions |")]
     assert [row.split(" | ")[1] for row in rows] == ["lexical", "vector", "rrf", "hybrid"]
-    assert "| questions | hybrid | 1.00 | 1.00 | 1/1 | 1/1 | 1/1 |" in rows
+    assert "| questions | hybrid | 1.00 | 1.00 | 1/1 | 1/1 | 1/1 | 1.00 | 0 |" in rows
+
+
+def test_the_report_flags_a_colon_a_cut_sentence_and_markup_and_reads_the_labels() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("eval_report", ROOT / "bench" / "eval.py")
+    assert spec is not None and spec.loader is not None
+    report = importlib.util.module_from_spec(spec)
+    sys.modules["eval_report"] = report  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(report)
+    finally:
+        del sys.modules["eval_report"]
+    answer = (
+        "**Guide > Install** ([guide.md](https://x/guide#install))\n\nRun this:\n\n**API** (`api.md`)\n\nThe"
+    )
+    assert report.quoted_pages(answer) == ["guide.md", "api.md"]
+    assert report.problems("Intro.\n\n```\ncode ends without a stop\n```\n\nDone.") == []
+    assert report.problems("Run this:") == ["ends on a colon"]
+    assert report.problems("It was cut in the") == ["a paragraph stops mid-sentence: ...'It was cut in the'"]
+    assert report.problems(":orphan:\n\nText.") == ["markup: ':orphan:'"]

@@ -81,11 +81,17 @@ def groups_of(blocks: Sequence[Block]) -> list[list[int]]:
 
 def quote(markdown: str, weights: Mapping[str, float], limit: int) -> str:
     """The passage whole if it fits in `limit` characters, else the groups of blocks that carry
-    most of `weights` (term -> how much it counts), in reading order; "" when nothing fits."""
-    whole = markdown.strip()
+    most of `weights` (term -> how much it counts), in reading order; "" when nothing fits.
+
+    A passage that ends on an introduction (its code, list or table begins the next passage)
+    is quoted without it, since what it introduces is not there."""
+    blocks = blocks_of(markdown)
+    dangling = bool(blocks) and blocks[-1].introduces
+    if dangling:
+        blocks = blocks[:-1]
+    whole = "\n\n".join(block.text for block in blocks) if dangling else markdown.strip()
     if len(whole) <= limit:
         return whole
-    blocks = blocks_of(markdown)
     groups = groups_of(blocks)
     texts = ["\n\n".join(blocks[n].text for n in group) for group in groups]
     scores = [_weight(frozenset().union(*(blocks[n].terms for n in group)), weights) for group in groups]

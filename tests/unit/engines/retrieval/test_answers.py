@@ -11,6 +11,7 @@ from support.retrieval import engine_of, engine_of_passages
 
 from app.domain.ports import AnswerEngine, Document
 from app.engines.retrieval.engine import MAX_ANSWER_CHARS, RetrievalEngine
+from app.engines.retrieval.excerpts import quote
 from app.knowledge.build import index_folder
 from app.knowledge.corpus import CorpusPassage
 
@@ -250,3 +251,13 @@ async def test_a_link_heads_each_quote_when_the_corpus_names_its_site(corpus: Pa
     assert answer.text.startswith(
         "**Deploy > Build the image** ([deploy.md](https://docs.example.com/app/deploy#build-the-image))"
     )
+
+
+def test_a_passage_ending_on_an_introduction_is_quoted_without_it() -> None:
+    weights = {"flag": 1.0}
+    # What it introduces begins the next passage: the introduction alone would end on a colon.
+    assert quote("The tool takes a few flags.\n\nThe following flags are supported:", weights, 1000) == (
+        "The tool takes a few flags."
+    )
+    with_list = "The following flags are supported:\n\n- `--quiet`: say less."
+    assert quote(with_list, weights, 1000) == with_list
