@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from app.http.json_text import NotJson, decode
 
 
 def wants_progress(accept: str, body: bytes, message: dict[str, Any] | None) -> bool:
@@ -20,8 +21,8 @@ def wants_progress(accept: str, body: bytes, message: dict[str, Any] | None) -> 
         return False
     if message is None:
         try:
-            message = json.loads(body)
-        except (ValueError, RecursionError):
+            message = decode(body)
+        except NotJson:
             return False
     params = message.get("params") if isinstance(message, dict) else None
     meta = params.get("_meta") if isinstance(params, dict) else None

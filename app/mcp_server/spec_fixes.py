@@ -48,7 +48,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pydantic_core
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp_types import (
@@ -63,6 +62,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, KNOWN_PROTOCOL_VERSIO
 from pydantic import ValidationError
 from starlette.responses import Response
 
+from app.http.json_text import NotJson, decode
 from app.http.received import RequestHead
 
 #: Every protocol revision Anvil serves on `POST /mcp`, oldest first.
@@ -87,10 +87,10 @@ def unsupported_version(requested: str, body: bytes) -> Response:
     """Entry 2: the -32022 answer to an `MCP-Protocol-Version` Anvil does not serve."""
     request_id = None
     try:
-        decoded = json.loads(body)
+        decoded = decode(body)
         if isinstance(decoded, dict):
             request_id = decoded.get("id")
-    except ValueError:
+    except NotJson:
         pass
     error = {
         "jsonrpc": "2.0",
@@ -125,18 +125,11 @@ def checked_message(head: RequestHead, body: bytes) -> Response | dict[str, Any]
     if not accepts_json(head.accept) or not sends_json(head.content_type, modern):
         return None
     try:
-        decoded = pydantic_core.from_json(body)
-    except ValueError as error:
-        # The SDK parses a handshake-era body with pydantic-core, a 2026-07-28 one with the json
-        # module, which also reads UTF-16 and a byte-order mark and keeps lone surrogates: what
-        # the first refuses the second gets to try, so each era parses as the SDK's path does
-        # (and the two agree on everything both accept).
-        if not modern:
-            return refusal(PARSE_ERROR, f"Parse error: {error}")
-        try:
-            decoded = json.loads(body)
-        except (ValueError, RecursionError) as second:
-            return refusal(PARSE_ERROR, f"Parse error: {second}")
+        # One decoder for both eras and REST (`app.http.json_text`): the SDK's own parsers differ
+        # by era (pydantic-core, the json module), and a body one refused the other took.
+        decoded = decode(body)
+    except NotJson as error:
+        return refusal(PARSE_ERROR, f"Parse error: {error}")
     problem = _problem(decoded, modern)
     if problem is not None:
         return refusal(INVALID_REQUEST, problem)

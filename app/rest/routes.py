@@ -8,7 +8,6 @@ in the OpenAPI document comes from `app.rest.openapi`.
 
 # No `from __future__ import annotations`: FastAPI reads the endpoint annotations at runtime.
 
-import json
 from typing import Any
 
 from fastapi import FastAPI
@@ -17,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from app.errors import InvalidInput
 from app.http.health import liveness, readiness
+from app.http.json_text import NotJson, decode
 from app.http.received import body_of
 from app.http.signin import principal_of
 from app.operations.catalog import OPERATIONS
@@ -51,14 +51,15 @@ def _endpoint(operation: Operation[Any, Any], history: HistorySettings) -> Any:
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
-    """The arguments in a POST body (as `BodyGuard` read and kept it)."""
-    if not body.strip():
+    """The arguments in a POST body (as `BodyGuard` read and kept it); no body at all is none."""
+    if not body:
         return {}
     try:
-        decoded = json.loads(body)
-    except ValueError:
+        decoded = decode(body)
+    except NotJson as error:
         raise InvalidInput(
-            "The request body is not valid JSON: send a JSON object of the arguments."
+            f"The request body is not valid JSON ({error}): send a JSON object of the arguments, "
+            "or no body at all."
         ) from None
     if not isinstance(decoded, dict):
         raise InvalidInput("The request body must be a JSON object of the arguments.")

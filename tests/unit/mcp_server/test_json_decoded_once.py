@@ -1,4 +1,4 @@
-"""Anvil decodes a `POST /mcp` body once (`spec_fixes.checked_message`) and hands the decoded
+"""Anvil decodes a `POST /mcp` body once (`spec_fixes.checked_message`, with `app.http.json_text`) and hands the decoded
 message on: the progress check reads it rather than parse the body again. The SDK's transport
 parses the body once more itself, as its public API takes the body only as bytes."""
 
@@ -60,7 +60,7 @@ async def test_anvil_decodes_a_call_once(
     reply = await anvil.post("/mcp", content=content, headers=headers)
     seen = list(decoders)
     assert reply.status_code == 200 and "Echo: What is Anvil?" in reply.text
-    assert of_anvil(seen) == ["app.mcp_server.spec_fixes"]
+    assert of_anvil(seen) == ["app.http.json_text"]
     # The SDK's own parse, the only other one: if a release takes a decoded message, this changes
     # (and so does the request path in docs/architecture.md).
     assert [module.split(".")[0] for module in seen] == ["app", "mcp"]
@@ -75,4 +75,4 @@ async def test_a_body_anvil_refuses_is_decoded_once_and_never_reaches_the_sdk(
     reply = await anvil.post("/mcp", content=content, headers=headers)
     seen = list(decoders)
     assert reply.status_code == 400 and reply.json()["error"]["code"] == -32600
-    assert seen == ["app.mcp_server.spec_fixes"]
+    assert seen == ["app.http.json_text"]

@@ -65,5 +65,5 @@ async def test_a_post_body_is_read_once_and_decoded_once(
     reply = await http.post("/api/ask", content=json.dumps({"question": "What is Anvil?"}).encode())
     # The client sends the body in pieces; each is asked for once, and nothing after the last.
     assert handed_out[-1] == "last body" and set(handed_out[:-1]) <= {"more body"}
-    assert of_anvil(decoders) == ["app.rest.routes"]
+    assert of_anvil(decoders) == ["app.http.json_text"]
     assert reply.status_code == 200 and reply.json()["answer"].startswith("Echo: What is Anvil?")
