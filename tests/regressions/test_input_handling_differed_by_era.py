@@ -69,3 +69,12 @@ def test_rest_refuses_them_with_a_problem_document(dev_server: AnvilServer, body
 def test_no_body_at_all_is_still_no_arguments(dev_server: AnvilServer) -> None:
     started = httpx.post(f"{dev_server.url}/api/conversations", headers=bearer(dev_server))
     assert started.status_code == 201
+
+
+def test_a_body_nested_too_deep_with_a_version_not_served_is_still_32022(dev_server: AnvilServer) -> None:
+    call = envelope("tools/call", {"name": "ask", "arguments": QUESTION}, version="2099-01-01")
+    response = httpx.post(
+        dev_server.mcp_url, content=b"[" * 20_000, headers={**call.headers, **bearer(dev_server)}
+    )
+    assert response.status_code == 400, response.text  # was a 500: the nesting escaped the decoder
+    assert response.json()["error"]["code"] == -32022
