@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import shlex
 import subprocess
 import threading
 import uuid
@@ -289,29 +287,3 @@ def test_a_busy_server_is_exit_5_with_the_wait(busy_url: str, tmp_path: Path) ->
     assert ran.returncode == 5
     line = one_error_line(ran)
     assert "busy" in line and "Too busy." in line and "retry in 7 s" in line
-
-
-# --- the documented example ----------------------------------------------------------------------
-
-
-def test_the_clients_page_example_runs(dev_server: AnvilServer, tmp_path: Path) -> None:
-    page = (Path(__file__).resolve().parents[2] / "docs" / "clients.md").read_text(encoding="utf-8")
-    section = page.split("## The anvil command line\n", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
-    [script] = re.findall(r"^```bash\n(.*?)^```", section, flags=re.M | re.S)
-    conversation = f"cli-doc-{uuid.uuid4().hex}"
-    anvil_here = shlex.join(preloaded_anvil_command())
-    script = script.replace(".venv/bin/anvil", anvil_here).replace("cli-demo", conversation)
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("ANVIL_")}
-    env.update(ANVIL_URL=dev_server.url, ANVIL_DATA_DIR=str(dev_server.data_dir))
-    ran = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
-    last = json.loads(ran.stdout[ran.stdout.index("{") :])
-    assert last["conversationId"] == conversation and last["turn"] == 2

@@ -1,24 +1,31 @@
-"""`./dev.sh serve`, the README's first command: it says what it does and where it serves."""
+"""`./dev.sh serve`, the README's first command: it says what it does and where it serves, as
+docs/development.md shows it."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
 from support.anvil_server import free_port, stop, wait_until_ready
+from support.doc_blocks import blocks, differs
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_dev_sh_serve_says_what_it_starts_and_the_url_it_serves_on(tmp_path: Path) -> None:
+def test_dev_sh_serve_prints_what_the_docs_show(tmp_path: Path) -> None:
+    [block] = [b for b in blocks("docs/development.md") if b.heading == "What `./dev.sh serve` prints"]
+    assert block.text == "./dev.sh serve\n" and block.shown is not None
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANVIL_")}
-    env["ANVIL_DATA_DIR"] = str(tmp_path / "data")
+    # The port and the data folder are this run's; the rest is the embedded defaults.
+    env.update(ANVIL_PORT=str(port), ANVIL_DATA_DIR=str(tmp_path / "data"))
     log_path = tmp_path / "serve.log"
     with log_path.open("wb") as log:
+        # The command itself rather than a shell, so that stopping it stops the server.
         process = subprocess.Popen(
-            ["./dev.sh", "serve", "--port", str(port)],
+            shlex.split(block.text),
             cwd=ROOT,
             env=env,
             stdout=log,
@@ -29,7 +36,12 @@ def test_dev_sh_serve_says_what_it_starts_and_the_url_it_serves_on(tmp_path: Pat
     finally:
         stop(process)
     lines = log_path.read_text().splitlines()
-    assert lines[0].startswith("dev.sh: starting Anvil on embedded defaults")
     # Text logs, not JSON, and the last start-up line is the address to use.
     assert not any(line.startswith("{") for line in lines)
-    assert any(f"http://127.0.0.1:{port}" in line for line in lines)
+    ready = next(n for n, line in enumerate(lines) if "Anvil ready on " in line)
+    assert lines[ready].endswith(
+        f"Anvil ready on http://127.0.0.1:{port}: store=sqlite engine=retrieval auth=dev"
+    )
+    started = "\n".join(lines[: ready + 1])
+    problem = differs(block.shown, started, {str(tmp_path / "data"): ".anvil"})
+    assert problem is None, problem

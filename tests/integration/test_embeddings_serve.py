@@ -4,6 +4,7 @@ with, and a first start over a corpus serves at once by words, then by meaning o
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -27,6 +28,25 @@ def corpus(tmp_path: Path) -> Path:
     return folder
 
 
+def index_lines_shown() -> list[str]:
+    """The last lines of `anvil index` that the docs show, each on one line."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    found = [
+        line
+        for page in ("answers.md", "deployment.md")
+        for line in re.findall(r"anvil: indexed .*? [\d.]+ s\b", " ".join((docs / page).read_text().split()))
+    ]
+    assert len(found) == 2, found
+    return found
+
+
+def index_line_shape(line: str) -> str:
+    """`anvil index`'s last line without what varies: counts, target, version, embedder, size, time."""
+    line = re.sub(r" into \S+: version \S+,", " into TARGET: version V,", line)
+    line = re.sub(r"embedded by \S+,", "embedded by EMBEDDER,", line)
+    return re.sub(r"\d[\d.]*", "N", line)
+
+
 def start_failure(tmp_path: Path, **env: str) -> str:
     """Why `anvil serve` with `env` refused to start (its one line)."""
     ran = anvil("serve", ANVIL_DATA_DIR=str(tmp_path / "data"), ANVIL_PORT=str(free_port()), **env)
@@ -46,6 +66,9 @@ def test_an_index_is_refused_by_a_server_with_another_embedder(tmp_path: Path) -
     embedded, words = tmp_path / "embedded.anvilidx", tmp_path / "words.anvilidx"
     ran = anvil("index", str(folder), "--output", str(embedded), "--embeddings", "local")
     assert ran.returncode == 0 and f"embedded by {LOCAL}" in ran.stderr, ran.stderr
+    # Its last line is the one the docs show, but for what varies.
+    shown = {index_line_shape(line) for line in index_lines_shown()}
+    assert shown == {index_line_shape(ran.stderr.splitlines()[-1])}
     assert anvil("index", str(folder), "--output", str(words), ANVIL_EMBEDDINGS="none").returncode == 0
 
     reason = start_failure(

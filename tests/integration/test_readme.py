@@ -46,6 +46,9 @@ def test_try_it_examples_run_against_a_live_server(tmp_path: Path) -> None:
     assert initialize["result"]["protocolVersion"] == "2025-06-18"
     assert legacy["result"]["structuredContent"]["turn"] == 2
     assert rest["turn"] == 3 and rest["conversationId"] == "readme-demo"
+    # "Each answer carries `structuredContent` (REST: the body) with `answer`, ...": every key.
+    named = re.findall(r"`(\w+)`", README.split("Each answer carries", 1)[1].split(";", 1)[0])
+    assert set(named) - {"structuredContent"} == set(rest) == set(modern["result"]["structuredContent"])
 
 
 @pytest.mark.parametrize("block", code_blocks(README))

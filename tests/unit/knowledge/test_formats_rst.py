@@ -97,6 +97,34 @@ def test_a_document_of_several_top_sections_is_titled_by_its_file_name(tmp_path:
     ]
 
 
+SECTION = "Install\n=======\n\nRun it.\n"
+
+
+@pytest.mark.parametrize(
+    ("before", "title"),
+    [
+        (".. a comment\n\n", "Install"),
+        (".. _install:\n\n", "Install"),
+        (".. |v| replace:: 2\n\n", "Install"),
+        (".. toctree::\n\n   faq\n\n", "Install"),
+        (":orphan:\n\n", "doc.rst"),
+        (":tocdepth: 2\n\n", "doc.rst"),
+        (".. image:: logo.png\n\n", "doc.rst"),
+        (".. figure:: logo.png\n\n   The logo.\n\n", "doc.rst"),
+        ("Intro.\n\n", "doc.rst"),
+    ],
+)
+def test_the_title_is_the_top_sections_unless_a_field_list_an_image_or_text_comes_before_it(
+    tmp_path: Path, before: str, title: str
+) -> None:
+    """What docs/formats.md says of a reStructuredText document's title."""
+    file, passages = read_one(tmp_path, before + SECTION)
+
+    assert file.title == title
+    assert "# Install" in file.text.splitlines()
+    assert passages[-1].text == "Run it."
+
+
 def test_literal_blocks_are_code_fences_kept_whole_and_never_headings(tmp_path: Path) -> None:
     text = (
         "Setup\n=====\n\nRun this::\n\n    # not a heading\n    anvil serve\n\n"
