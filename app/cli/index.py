@@ -95,7 +95,7 @@ def index(args: argparse.Namespace, settings: Settings) -> int:
         if embedder is not None:
             embedder.close()
     vectors = (
-        "no vectors (ANVIL_EMBEDDINGS=none)"
+        "no vectors (embeddings: none)"
         if embedder is None
         else f"{counted(built.embedded or 0, 'passage')} embedded by {embedder.name}, "
         f"{built.passages - (built.embedded or 0):,} reused"

@@ -113,7 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="continue (or start) this conversation: 1-64 letters, digits, '.', '_' or '-'",
     )
-    p.add_argument("--instructions", metavar="TEXT", help="instructions, for a new conversation only")
+    p.add_argument(
+        "--instructions",
+        metavar="TEXT",
+        help="instructions for the answer (with --conversation, only when it starts the conversation)",
+    )
     p.add_argument("--json", action="store_true", help="print the whole answer envelope as JSON")
     p.add_argument(
         "--token",

@@ -15,7 +15,11 @@ class DataSettings(Part):
     """The folder Anvil keeps files in; the parts of the components that write there extend it."""
 
     data_dir: Path = Field(
-        Path(".anvil"), description="Folder for the SQLite database and the dev signing key."
+        Path(".anvil"),
+        description=(
+            "Folder for what the server keeps: the SQLite database, the dev signing key, the index "
+            "of the corpus (`index-cache/`) and telemetry not yet sent."
+        ),
     )
 
 

@@ -39,7 +39,7 @@ def test_the_hook_embeds_with_the_apps_deployment_and_checks_the_documents_first
     check, upload = [
         line for line in ran.stderr.splitlines() if line.startswith("anvil: indexed") and " into " in line
     ]
-    assert "no vectors (ANVIL_EMBEDDINGS=none)" in check  # the documents read, fast
+    assert "no vectors (embeddings: none)" in check  # the documents read, fast
     assert "1 passage embedded by azure-openai:embeddings, 0 reused" in upload
     index = PassageIndex.open(target)
     try:

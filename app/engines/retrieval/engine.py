@@ -48,9 +48,8 @@ logger = logging.getLogger(__name__)
 
 #: What an answer given with instructions says of them: quotes follow none.
 INSTRUCTIONS_NOTE = (
-    "The instructions are kept with the conversation, but the embedded engine quotes the "
-    "documentation as it is written and follows none of them; a language-model engine "
-    "(ANVIL_ANSWER_ENGINE=openai or azure-openai) follows them."
+    "The embedded engine quotes the documentation as it is written and follows none of the "
+    "instructions; a language-model engine (ANVIL_ANSWER_ENGINE=openai or azure-openai) follows them."
 )
 
 

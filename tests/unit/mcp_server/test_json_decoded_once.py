@@ -1,6 +1,7 @@
-"""Anvil decodes a `POST /mcp` body once (`spec_fixes.checked_message`, with `app.http.json_text`) and hands the decoded
-message on: the progress check reads it rather than parse the body again. The SDK's transport
-parses the body once more itself, as its public API takes the body only as bytes."""
+"""Anvil decodes a `POST /mcp` body once (`spec_fixes.checked_message`, with `app.http.json_text`)
+and hands the decoded message on: the progress check reads it rather than parse the body again.
+The SDK's transport parses the body once more itself, as its public API takes the body only as
+bytes."""
 
 from __future__ import annotations
 

@@ -214,7 +214,7 @@ async def test_instructions_do_not_change_the_quote_and_the_note_says_so(engine:
 
     assert (instructed.text, instructed.sources) == (plain.text, plain.sources)
     assert plain.note is None
-    assert instructed.note is not None and "follows none of them" in instructed.note
+    assert instructed.note is not None and "follows none of the instructions" in instructed.note
     refused = await engine.answer("What about kubernetes helm charts?", [], instructions="Be brief.")
     assert refused.text == NO_MATCH_ANSWER and refused.note == instructed.note
 
