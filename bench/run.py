@@ -53,7 +53,9 @@ def anvil(
     }
     data_dir.mkdir(parents=True, exist_ok=True)
     token = anvil_token(data_dir)
-    with serve(name, [ANVIL, "serve"], env, port, token=token) as server:
+    # `python -m app.cli`, not the console script: it runs whichever `app` comes first on the
+    # path, so `bench/compare.py` can start an older checkout (its command line was a module).
+    with serve(name, [PYTHON, "-m", "app.cli", "serve"], env, port, token=token) as server:
         yield server
 
 
