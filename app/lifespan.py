@@ -124,10 +124,11 @@ def lifespan(
     telemetry: Telemetry,
     managers: tuple[Callable[[], AbstractAsyncContextManager[Any]], ...],
     state: State,
+    opened: Callable[[Runtime], None] = lambda _: None,
 ) -> Callable[[Any], AbstractAsyncContextManager[dict[str, Any]]]:
-    """The app's lifespan: the runtime opened, then each of `managers` run (the SDK's request
-    managers), all closed again at shutdown. A failure to start is kept in `state` for
-    `StartupFailures` to report."""
+    """The app's lifespan: the runtime opened (and handed to `opened`), then each of `managers`
+    run (the SDK's request managers), all closed again at shutdown. A failure to start is kept
+    in `state` for `StartupFailures` to report."""
 
     @asynccontextmanager
     async def run(_: Any) -> AsyncIterator[dict[str, Any]]:
@@ -141,6 +142,7 @@ def lifespan(
                 # the operator fixes from the message, not from a traceback.
                 state.startup_failure = " ".join(str(error).split()) or type(error).__name__
                 raise
+            opened(runtime)
             for manager in managers:
                 await stack.enter_async_context(manager())
             # "Anvil ready" is `anvil serve`'s to say, once its socket is being served too.

@@ -23,7 +23,8 @@ from app.http.ratelimit import RateLimit
 from app.http.signin import BearerAuthMiddleware
 from app.http.wellknown import WELL_KNOWN, add_well_known_routes
 from app.lifespan import StartupFailures, lifespan
-from app.mcp_server.server import build_mcp_server, mcp_endpoint, session_manager
+from app.mcp_server.server import build_mcp_server, mcp_endpoint, name_the_knowledge, session_manager
+from app.operations.operation import Described
 from app.rest.openapi import build_openapi
 from app.rest.routes import add_routes
 from app.settings import Settings
@@ -71,7 +72,8 @@ def create_app(
     settings = settings or Settings()
     # Before the MCP server is built: with a tracer provider configured, it keeps the SDK's spans.
     telemetry = start_telemetry(settings)
-    server = build_mcp_server(settings, spans=settings.mcp_spans)
+    named = settings.knowledge_named()
+    server = build_mcp_server(settings, spans=settings.mcp_spans, named=named)
     manager = session_manager(server, settings)
     streaming = session_manager(server, settings, streaming=True)
 
@@ -79,8 +81,17 @@ def create_app(
     api = FastAPI(
         title="Anvil",
         version=app.__version__,
-        description="Sessionless MCP service with conversation history.",
-        lifespan=lifespan(settings, telemetry, (manager.run, streaming.run), state),
+        description=(
+            "Sessionless MCP service with conversation history, answering questions from "
+            f"{Described(settings, *named).knowledge_phrase}."
+        ),
+        lifespan=lifespan(
+            settings,
+            telemetry,
+            (manager.run, streaming.run),
+            state,
+            opened=lambda runtime: name_the_knowledge(server, runtime, settings, named),
+        ),
         docs_url=None,
         redoc_url=None,
         # FastAPI's own spans record `url.path` and `url.query`, which carry conversation ids and
@@ -88,7 +99,7 @@ def create_app(
         # skips looking for providers on every request.
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
-    add_routes(api, limits=settings, history=settings)
+    add_routes(api, limits=settings, history=settings, named=named)
     add_well_known_routes(api)
     # An ASGI app as a route endpoint: any method reaches it (the guard answers 405 first).
     # `ServeMcp` hands it `/mcp` itself; the route is what the router redirects `/mcp/` to and

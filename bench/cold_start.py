@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import ROOT, free_port, pinned, post
-from run import ANVIL, anvil_token
+from run import anvil_token
 
 
 def one_start(data_dir: Path, token: str) -> float:
@@ -33,7 +33,12 @@ def one_start(data_dir: Path, token: str) -> float:
     env.update({"ANVIL_DATA_DIR": str(data_dir), "ANVIL_PORT": str(port), "ANVIL_LOG_LEVEL": "warning"})
     started = time.perf_counter()
     process = subprocess.Popen(
-        pinned(1, [ANVIL, "serve"]), env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        # `python -m app.cli`: the `app` first on the path (PYTHONPATH=another checkout measures it).
+        pinned(1, [sys.executable, "-m", "app.cli", "serve"]),
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         url = f"http://127.0.0.1:{port}/mcp"

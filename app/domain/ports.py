@@ -42,6 +42,9 @@ class IndexStatus:
     embedder: str | None = None
     #: How many of its passages have their vector (all but while they are being embedded).
     embedded: int = 0
+    #: What the knowledge is called, and what it covers, when something says (settings, index).
+    name: str | None = None
+    description: str | None = None
 
 
 class Embedder(Protocol):

@@ -49,6 +49,8 @@ async def readiness(rt: Runtime, *, draining: bool = False) -> JSONResponse:
             "ageSeconds": None if served.built_at is None else max(0, round(time.time() - served.built_at)),
             "embedder": served.embedder,
             "embedded": served.embedded,
+            "name": served.name,
+            "description": served.description,
         }
         if served.documents == 0:
             body["warnings"] = [EMPTY_CORPUS]

@@ -43,6 +43,28 @@ class ServedFacts:
     built_at: float | None
     embedder: str | None
     embedded: int
+    #: What the knowledge is called and what it covers (None: nobody said).
+    name: str | None = None
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Naming:
+    """What the knowledge is called: what the settings say (`name`, `description`) wins over what
+    the index served says (`anvil index --name/--description`), which wins over `fallback`."""
+
+    name: str | None = None
+    description: str | None = None
+    fallback: str | None = None
+
+    def of(self, index: PassageIndex) -> tuple[str | None, str | None]:
+        stored = index.content.get("knowledge")
+        stored = stored if isinstance(stored, dict) else {}
+        name, description = stored.get("name"), stored.get("description")
+        name = self.name or (name if isinstance(name, str) and name else None) or self.fallback
+        if self.description:
+            return name, self.description
+        return name, description if isinstance(description, str) and description else None
 
 
 class ServedIndex:
@@ -50,9 +72,12 @@ class ServedIndex:
     must come from (None: served by words alone, which any index can be). The first index may be
     one whose vectors are still to come (`pending`)."""
 
-    def __init__(self, index: PassageIndex, embedder: str | None = None) -> None:
+    def __init__(
+        self, index: PassageIndex, embedder: str | None = None, naming: Naming | None = None
+    ) -> None:
         self._index = index
         self.embedder = embedder
+        self.naming = naming or Naming()
         #: The vectors still being embedded for the index served, if any.
         self.pending: PendingVectors | None = None
 
@@ -82,6 +107,7 @@ class ServedIndex:
             served.built_at,
             self.embedder,
             embedded,
+            *self.naming.of(served),
         )
 
     def close(self) -> None:
@@ -114,7 +140,7 @@ async def open_served(
         except InvalidIndex as error:
             index.close()
             raise RuntimeError(f"ANVIL_INDEX: {error}") from None
-        served = ServedIndex(index, name)
+        served = ServedIndex(index, name, naming_of(settings))
         stack.callback(served.close)
         if settings.index_refresh_seconds:
             await _refresh(served, source, seen, settings.index_refresh_seconds, stack, refused)
@@ -125,7 +151,7 @@ async def open_served(
     index, pending = await anyio.to_thread.run_sync(
         open_cached, corpus, cache_dir, settings.corpus_site, embedder
     )
-    served = ServedIndex(index, name)
+    served = ServedIndex(index, name, naming_of(settings))
     stack.callback(served.close)
     if not index.document_count:
         logger.warning(
@@ -137,6 +163,16 @@ async def open_served(
         served.pending = pending
         await _embed_in_background(served, pending, stack)
     return served
+
+
+def naming_of(settings: EngineSettings) -> Naming:
+    """What the served knowledge is called (`Naming`): the settings' name and description; for a
+    corpus folder of the settings, its folder's name when they name none."""
+    name, description = settings.knowledge_named()
+    fallback = None
+    if name is None and settings.index is None:
+        fallback = settings.corpus_path().resolve().name
+    return Naming(name, description, fallback)
 
 
 async def _embed_in_background(served: ServedIndex, pending: PendingVectors, stack: AsyncExitStack) -> None:

@@ -41,9 +41,9 @@ from app.http.signin import principal_of
 from app.mcp_server import spec_fixes
 from app.mcp_server.progress import wants_progress
 from app.operations.catalog import OPERATIONS
-from app.operations.operation import Call, Operation
+from app.operations.operation import Call, Described, Operation
 from app.operations.schemas import arguments_schema
-from app.runtime import runtime_of
+from app.runtime import Runtime, runtime_of
 from app.settings.history import HistorySettings
 from app.settings.serve import HttpLimits
 from app.settings.telemetry import McpSpans
@@ -51,20 +51,43 @@ from app.telemetry.setup import mcp_spans_wanted
 
 logger = logging.getLogger(__name__)
 
-INSTRUCTIONS = (
-    "Anvil answers questions from its knowledge base with the `ask` tool and ranks passages with "
-    "`search`. To hold a conversation, pass the same conversationId on every `ask` (pick one, or get "
-    "one from `start_conversation`); `list_conversations`, `get_conversation` and "
-    "`delete_conversation` manage your conversations."
-)
+#: What the settings call the knowledge, and what they say it covers (None: nothing said).
+Named = tuple[str | None, str | None]
 
 
-def tool_of(operation: Operation[Any, Any], settings: HistorySettings) -> Tool:
+def instructions_for(described: Described) -> str:
+    """The server's instructions: what it answers from, and how to hold a conversation."""
+    return (
+        f"Anvil answers questions from {described.knowledge_phrase} with the `ask` tool, quoting "
+        "the passages that answer, and ranks passages with `search`. To hold a conversation, pass "
+        "the same conversationId on every `ask` (pick one, or get one from `start_conversation`); "
+        "`list_conversations`, `get_conversation` and `delete_conversation` manage your "
+        "conversations."
+    )
+
+
+def name_the_knowledge(server: Server[Any], runtime: Runtime, history: HistorySettings, named: Named) -> None:
+    """Have the server's instructions name the knowledge the runtime serves (known once its index
+    is open, after the server was built)."""
+    server.instructions = instructions_for(described_by(runtime, history, named))
+
+
+def described_by(runtime: Runtime, history: HistorySettings, named: Named) -> Described:
+    """What the tools name: the knowledge the runtime serves, else what the settings named."""
+    name, covers = named
+    if runtime.knowledge is not None:
+        status = runtime.knowledge.status()
+        name, covers = status.name or name, status.description or covers
+    return Described(history, name, covers)
+
+
+def tool_of(operation: Operation[Any, Any], described: Described) -> Tool:
     """The MCP tool an operation is offered as."""
+    settings = described.history
     return Tool(
         name=operation.name,
         title=operation.title,
-        description=operation.describe(settings),
+        description=operation.describe(described),
         input_schema=arguments_schema(operation.arguments, settings),
         output_schema=operation.result.model_json_schema(by_alias=True),
         annotations=ToolAnnotations(
@@ -83,11 +106,27 @@ def tool_error(error: AnvilError) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=error.message)], is_error=True)
 
 
-def build_mcp_server(settings: HistorySettings, *, spans: McpSpans) -> Server[Any]:
+def build_mcp_server(
+    settings: HistorySettings, *, spans: McpSpans, named: Named = (None, None)
+) -> Server[Any]:
     """The MCP server with one tool per operation that MCP offers, described with the history
-    bounds in force; the SDK's span per request kept as `spans` (`ANVIL_MCP_SPANS`) says."""
+    bounds in force and the knowledge served (`named` by the settings until an index says); the
+    SDK's span per request kept as `spans` (`ANVIL_MCP_SPANS`) says."""
     tools = {operation.name: operation for operation in OPERATIONS if operation.tool}
-    listing = ListToolsResult(tools=[tool_of(operation, settings) for operation in tools.values()])
+    listings: dict[Named, ListToolsResult] = {}
+
+    def listing_of(described: Described) -> ListToolsResult:
+        # One listing per name of the knowledge (it changes only when an index that names
+        # itself otherwise is swapped in): built once, not per `tools/list`.
+        key = (described.knowledge, described.covers)
+        found = listings.get(key)
+        if found is None:
+            found = listings[key] = ListToolsResult(
+                tools=[tool_of(operation, described) for operation in tools.values()]
+            )
+        return found
+
+    listing = listing_of(Described(settings, *named))
     # The SDK walks the schema it is given on every 2026-07-28 `tools/call` to compare the
     # `Mcp-Param-*` headers with the arguments; a schema that declares no `x-mcp-header` has
     # nothing to compare, and `None` is the SDK's documented "nothing to validate" (the walk of
@@ -100,7 +139,8 @@ def build_mcp_server(settings: HistorySettings, *, spans: McpSpans) -> Server[An
     async def list_tools(
         ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        return listing
+        scope = ctx.request.scope if ctx.request is not None else {}
+        return listing_of(described_by(runtime_of(scope), settings, named))
 
     async def call_tool(ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
         operation = tools.get(params.name)
@@ -135,7 +175,7 @@ def build_mcp_server(settings: HistorySettings, *, spans: McpSpans) -> Server[An
     server: Server[Any] = Server(
         "anvil",
         version=app.__version__,
-        instructions=INSTRUCTIONS,
+        instructions=instructions_for(Described(settings, *named)),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
         # Lets the SDK check `Mcp-Param-*` headers without running `tools/list` per call.

@@ -11,7 +11,7 @@ from typing import Any
 
 from app.domain.ask_types import AskRequest
 from app.errors import AnvilError, NotFound
-from app.operations.operation import Call, Operation, Route
+from app.operations.operation import Call, Described, Operation, Route
 from app.operations.results import (
     AskOutput,
     ConversationOutput,
@@ -33,7 +33,6 @@ from app.operations.schemas import (
     SearchInput,
     StartInput,
 )
-from app.settings.history import HistorySettings
 
 # --- handlers and their text ---------------------------------------------------------------------
 
@@ -136,12 +135,14 @@ def _days(seconds: int) -> str:
     return f"{days:g} days" if days >= 1 else f"{seconds} seconds"
 
 
-def ask_description(settings: HistorySettings) -> str:
-    """`ask`'s description, naming the history bounds in force."""
+def ask_description(described: Described) -> str:
+    """`ask`'s description, naming the knowledge and the history bounds in force."""
+    settings = described.history
     ttl_seconds, max_turns = settings.history_ttl_seconds, settings.history_max_turns
     return (
-        "Answer a question from Anvil's knowledge base, citing the documents used (sources). "
-        "Use it whenever the user asks something the knowledge base may cover. To hold a "
+        f"Answer a question from {described.knowledge_phrase}: the answer quotes the passages that "
+        "answer, each under its page and section, and cites them (sources). Use it whenever the "
+        f"user asks something {described.knowledge_name} may cover. To hold a "
         "conversation, pass the same conversationId on every turn (any new id of 1-64 letters, "
         "digits, '.', '_' or '-' starts one, e.g. a UUID); earlier turns are then used to answer "
         "follow-ups. Without a conversationId, or when not signed in, the answer is one-shot and "
@@ -168,10 +169,10 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     Operation(
         name="search",
         title="Search the knowledge base",
-        description=(
-            "Rank passages of Anvil's knowledge base for some words, best first, with file, heading "
-            "and score. Use it to read sources or check what the knowledge base says word for word; "
-            "use ask for an answer. Stores nothing."
+        description=lambda described: (
+            f"Rank passages of {described.knowledge_name} for some words, best first, with file, "
+            "heading and score. Use it to read sources or check what it says word for word; use ask "
+            "for an answer. Stores nothing."
         ),
         arguments=SearchInput,
         result=SearchOutput,
@@ -184,10 +185,10 @@ OPERATIONS: tuple[Operation[Any, Any], ...] = (
     Operation(
         name="fetch",
         title="Read a source",
-        description=(
-            "Read the whole text of one document of Anvil's knowledge base, from the start, up to "
-            "maxChars characters. Pass `source` exactly as ask's sources or search's results name it. "
-            "Use it to read beyond the passage an answer or a search quoted. Stores nothing."
+        description=lambda described: (
+            f"Read the whole text of one document of {described.knowledge_name}, from the start, up "
+            "to maxChars characters. Pass `source` exactly as ask's sources or search's results name "
+            "it. Use it to read beyond the passage an answer or a search quoted. Stores nothing."
         ),
         arguments=FetchInput,
         result=FetchOutput,

@@ -71,13 +71,34 @@ class Route:
 
 
 @dataclass(frozen=True, slots=True)
+class Described:
+    """What a description names: the history bounds in force, and the knowledge answered from,
+    by its name and what it covers (None when nobody said)."""
+
+    history: HistorySettings
+    knowledge: str | None = None
+    covers: str | None = None
+
+    @property
+    def knowledge_name(self) -> str:
+        """The knowledge's name, else "the knowledge base"."""
+        return self.knowledge or "the knowledge base"
+
+    @property
+    def knowledge_phrase(self) -> str:
+        """The knowledge's name with what it covers: `the handbook (leave, pay and travel)`."""
+        return f"{self.knowledge_name} ({self.covers})" if self.covers else self.knowledge_name
+
+
+@dataclass(frozen=True, slots=True)
 class Operation(Generic[In, Out]):
     """One operation: its contract, its call, and how each surface shows it."""
 
     name: str
     title: str
-    #: Written for an agent: what it does and when to use it. A function when it names settings.
-    description: str | Callable[[HistorySettings], str]
+    #: Written for an agent: what it does and when to use it. A function when it names settings
+    #: or the knowledge answered from.
+    description: str | Callable[[Described], str]
     arguments: type[In]
     result: type[Out]
     handler: Callable[[Call, In], Awaitable[Out]]
@@ -90,9 +111,9 @@ class Operation(Generic[In, Out]):
     #: False for operations offered on REST only.
     tool: bool = True
 
-    def describe(self, settings: HistorySettings) -> str:
-        """The description, with the settings in force where it names them."""
-        return self.description if isinstance(self.description, str) else self.description(settings)
+    def describe(self, described: Described) -> str:
+        """The description, with the settings in force and the knowledge where it names them."""
+        return self.description if isinstance(self.description, str) else self.description(described)
 
     def parse(self, arguments: Mapping[str, Any] | None, settings: HistorySettings) -> In:
         """The arguments checked against the model, and each text whose longest length is a

@@ -20,7 +20,7 @@ from app.http.json_text import NotJson, decode
 from app.http.received import body_of
 from app.http.signin import principal_of
 from app.operations.catalog import OPERATIONS
-from app.operations.operation import Call, Operation
+from app.operations.operation import Call, Described, Operation
 from app.rest.openapi import EVERY_PROBE, EVERY_ROUTE, documented_inputs, links_of, responses_of
 from app.runtime import runtime_of
 from app.settings.history import HistorySettings
@@ -66,9 +66,16 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return decoded
 
 
-def add_routes(router: FastAPI, *, limits: HttpLimits, history: HistorySettings) -> None:
+def add_routes(
+    router: FastAPI,
+    *,
+    limits: HttpLimits,
+    history: HistorySettings,
+    named: tuple[str | None, str | None] = (None, None),
+) -> None:
     """Add the REST routes of every operation and the health probes, documented with the
-    `limits` and `history` bounds in force."""
+    `limits` and `history` bounds in force and the knowledge the settings name."""
+    described = Described(history, *named)
     for operation in OPERATIONS:
         route = operation.route
         router.add_api_route(
@@ -78,7 +85,7 @@ def add_routes(router: FastAPI, *, limits: HttpLimits, history: HistorySettings)
             response_model=operation.result,
             status_code=route.status_code,
             summary=route.summary,
-            description=operation.describe(history),
+            description=operation.describe(described),
             operation_id=route.operation_id,
             tags=[route.tag],
             responses={**links_of(operation), **responses_of((*route.errors, *EVERY_ROUTE), limits)},

@@ -10,6 +10,13 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from app.settings.base import Part
 from app.urls import checked_url
 
+#: What the bundled docs are called, and what they cover.
+BUNDLED_NAME = "Anvil's documentation"
+BUNDLED_DESCRIPTION = (
+    "how to run, configure, sign in to, deploy and use Anvil, the MCP service that answers "
+    "questions from documents and keeps conversation history"
+)
+
 
 class EngineSettings(Part):
     """The answer engine, the corpus it answers from, and the model endpoint of `openai` and
@@ -28,6 +35,24 @@ class EngineSettings(Part):
         description=(
             "Folder of documents (Markdown, MDX, reStructuredText, HTML, text) every engine but echo "
             "answers from. Default: the project's `docs/`."
+        ),
+    )
+    knowledge_name: str | None = Field(
+        None,
+        max_length=120,
+        description=(
+            "What the knowledge answered from is called, in the tools' descriptions, the server's "
+            "instructions and `/readyz` (e.g. `the Contoso engineering handbook`). Default: the name "
+            "`anvil index --name` stored in `ANVIL_INDEX`, else `Anvil's documentation` for the "
+            "bundled docs, else the corpus folder's name."
+        ),
+    )
+    knowledge_description: str | None = Field(
+        None,
+        max_length=500,
+        description=(
+            "What the knowledge covers, in one sentence, shown beside its name so that an agent "
+            "knows when to ask. Default: the description `anvil index --description` stored, if any."
         ),
     )
     corpus_site: str | None = Field(
@@ -161,6 +186,14 @@ class EngineSettings(Part):
         if self.answer_engine == "azure-openai":
             return self.azure_openai_deployment
         return None
+
+    def knowledge_named(self) -> tuple[str | None, str | None]:
+        """The knowledge's name and description as the settings give them, before any index is
+        opened: the settings, else Anvil's own docs' when those are the corpus (None: not known
+        until an index says)."""
+        if self.knowledge_name is not None or self.index is not None or self.corpus_dir is not None:
+            return self.knowledge_name, self.knowledge_description
+        return BUNDLED_NAME, self.knowledge_description or BUNDLED_DESCRIPTION
 
     def corpus_path(self) -> Path:
         """The retrieval corpus folder: the setting, else the project's docs next to the package."""

@@ -106,6 +106,8 @@ class RetrievalEngine:
             facts.built_at,
             embedder=facts.embedder,
             embedded=facts.embedded,
+            name=facts.name,
+            description=facts.description,
         )
 
     async def search(self, text: str, max_results: int) -> list[Passage]:

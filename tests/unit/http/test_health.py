@@ -30,6 +30,8 @@ def runtime(tmp_path: Path, probes: dict[str, Any], documents: int | None = None
         built_at=time.time() - 90,
         embedder="local:multilingual-e5-small-q4",
         embedded=25,
+        name="the handbook",
+        description="leave, pay and travel",
     )
     return Runtime(
         service=cast(Any, None),
@@ -99,6 +101,8 @@ async def test_the_index_served_is_named_with_its_size_and_age(tmp_path: Path) -
         "ageSeconds": said["ageSeconds"],
         "embedder": "local:multilingual-e5-small-q4",
         "embedded": 25,
+        "name": "the handbook",
+        "description": "leave, pay and travel",
     }
     assert 89 <= said["ageSeconds"] <= 120
 
