@@ -38,8 +38,9 @@ ensure_venv() {
   fi
 }
 
-# with_heartbeat WHAT COMMAND...: run COMMAND, saying every 10 s that WHAT is still going on, so
-# a first install that takes a while is never silent.
+# with_heartbeat WHAT COMMAND...: run COMMAND, saying every 10 s ($HEARTBEAT_TENTHS tenths of a
+# second) that WHAT is still going on, so a first install that takes a while is never silent.
+HEARTBEAT_TENTHS=${HEARTBEAT_TENTHS:-100}
 with_heartbeat() {
   local what=$1 started=$SECONDS pid status=0
   shift
@@ -52,11 +53,11 @@ with_heartbeat() {
   return "$status"
 }
 
-# wait_briefly PID: true once PID has exited, false after 10 s while it runs.
+# wait_briefly PID: true once PID has exited, false after a heartbeat's time while it runs.
 wait_briefly() {
   local waited=0
   while kill -0 "$1" 2>/dev/null; do
-    if [ "$waited" -ge 100 ]; then return 1; fi
+    if [ "$waited" -ge "$HEARTBEAT_TENTHS" ]; then return 1; fi
     sleep 0.1
     waited=$((waited + 1))
   done

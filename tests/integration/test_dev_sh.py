@@ -45,3 +45,20 @@ def test_dev_sh_serve_prints_what_the_docs_show(tmp_path: Path) -> None:
     started = "\n".join(lines[: ready + 1])
     problem = differs(block.shown, started, {str(tmp_path / "data"): ".anvil"})
     assert problem is None, problem
+
+
+def test_a_long_install_step_says_it_is_still_going(tmp_path: Path) -> None:
+    # The functions of dev.sh as it defines them, driven on a step that outlasts two heartbeats.
+    script = (ROOT / "dev.sh").read_text()
+    functions = script.split('\ncase "${1:-}" in', 1)[0].replace('cd "$(dirname "$0")"', "")
+    ran = subprocess.run(
+        ["bash", "-c", functions + '\nwith_heartbeat "installing things" sleep 0.5; echo "status $?"'],
+        env={**os.environ, "HEARTBEAT_TENTHS": "2"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert "status 0" in ran.stdout
+    said = [line for line in ran.stderr.splitlines() if "still installing things" in line]
+    assert len(said) >= 1 and said[0].startswith("dev.sh: ... still installing things (")
