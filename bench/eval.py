@@ -225,7 +225,9 @@ class InProcess:
         if conversation_id:
             cited = tuple(dict.fromkeys(p.source for p in answer.sources))
             history.append(Past(question, answer.text, cited))
-        return {"answer": answer.text, "sources": [{"source": p.source} for p in answer.sources]}
+        # One entry a page, as the envelope's `sources` has them (its sections inside).
+        pages = dict.fromkeys(p.source for p in answer.sources)
+        return {"answer": answer.text, "sources": [{"source": page} for page in pages]}
 
 
 def engines(corpus: Path, rankings: list[str], cache_root: Path) -> dict[str, Any]:
