@@ -11,7 +11,6 @@ term at all, for the share of a question a passage covers.
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,6 +23,7 @@ import numpy.typing as npt
 from app.knowledge.artifact import IndexFile, InvalidIndex, write_index
 from app.knowledge.calibration import calibrate
 from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages, split_blocks
+from app.knowledge.index_checks import BUILT_AT, built_time, check_index
 from app.knowledge.postings import Field, Ids, Vocabulary
 from app.knowledge.tables import TextTable, string_list, strings
 from app.knowledge.tokens import split_compound, tokenize, words
@@ -49,13 +49,10 @@ class PassageIndex:
         source: IndexFile | None = None,
         names: Iterable[str] = (),
     ) -> None:
-        if content.get("lexical") != LEXICAL:
-            raise InvalidIndex(
-                f"the index's lexical rules are {content.get('lexical')!r}, this Anvil's {LEXICAL!r}: "
-                "rebuild it with this version's `anvil index`"
-            )
         self.version = version
         self.built = built
+        #: When it was built (seconds since the epoch); None for an index built in memory.
+        self.built_at = built_time(built)
         self.content = content
         self._source = source
         self._get = get
@@ -87,14 +84,6 @@ class PassageIndex:
         indptr, ids = get("exact.indptr"), get("exact.ids")
         self._exact = {key: (int(indptr[n]), int(indptr[n + 1])) for n, key in enumerate(keys)}
         self._exact_ids: Ids = ids
-
-    @property
-    def built_at(self) -> float | None:
-        """When it was built (seconds since the epoch); None for an index built in memory."""
-        at = self.built.get("at")
-        if not isinstance(at, str):
-            return None
-        return calendar.timegm(time.strptime(at, "%Y-%m-%dT%H:%M:%SZ"))
 
     @property
     def passage_count(self) -> int:
@@ -201,11 +190,12 @@ class PassageIndex:
         copy_to: Path | None = None,
         fill: Callable[[BinaryIO], object] | None = None,
     ) -> PassageIndex:
-        """The index written at `path`; `InvalidIndex` (saying why) for anything else. With
-        `copy_to`, served from a private copy in that folder, which `fill` writes if given (see
-        `IndexFile`)."""
+        """The index written at `path`; `InvalidIndex` (saying why) for anything else, every
+        field the server reads checked first (`index_checks`). With `copy_to`, served from a
+        private copy in that folder, which `fill` writes if given (see `IndexFile`)."""
         source = IndexFile(path, verify=verify, copy_to=copy_to, fill=fill)
         try:
+            check_index(source.array, source.names(), source.content, LEXICAL)
             return cls(
                 source.array,
                 source.content,
@@ -214,6 +204,13 @@ class PassageIndex:
                 source=source,
                 names=source.names(),
             )
+        except InvalidIndex as error:
+            source.close()
+            if str(error).startswith(str(path)):  # the file's own check said it
+                raise
+            raise InvalidIndex(
+                f"{path} cannot be served: {error}; rebuild it with this version's `anvil index`"
+            ) from None
         except BaseException:
             source.close()
             raise
@@ -248,7 +245,7 @@ def write_arrays(
     mode: int = 0o644,
 ) -> str:
     """Write built sections to `target` atomically, stamped with now and `sources`; its version."""
-    built = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": list(sources)}
+    built = {"at": time.strftime(BUILT_AT, time.gmtime()), "from": list(sources)}
     return write_index(target, arrays, content, built, mode=mode)
 
 
