@@ -42,6 +42,9 @@ class IndexStatus:
     embedder: str | None = None
     #: How many of its passages have their vector (all but while they are being embedded).
     embedded: int = 0
+    #: For how many seconds a newer version has been seen and could not be fetched; None while the
+    #: newest version seen is the one served.
+    behind: float | None = None
 
 
 class Embedder(Protocol):

@@ -2,7 +2,8 @@
 `*.txt`), each read by `formats.read_document` as its ending says.
 
 Links are followed only while they stay inside the folder, and what cannot be read is skipped
-with a warning naming it, so one bad file never stops start-up.
+with a warning naming it, so one bad file never stops start-up. A FIFO, socket or device named
+like a document is skipped so too, without being opened.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from app.knowledge.corpus import CorpusFile
 from app.knowledge.readers.documents import SUFFIXES, UnreadableDocument, read_document
+from app.knowledge.regular_files import kind
 
 logger = logging.getLogger(__name__)
 
@@ -117,15 +119,24 @@ def _walk(
                 continue
         if is_dir:
             yield from _walk(root, real, names, (*holding, real))
-        elif entry.is_file():
-            yield source, real
+            continue
+        try:
+            found = kind(os.stat(real).st_mode)
+        except OSError as error:
+            _skip(root, source, f"it cannot be looked at ({error.strerror or error})")
+            continue
+        if found is not None:  # looked at, never opened: a FIFO would be waited on for ever
+            _skip(root, source, f"it is {found}, not a file; only files are read")
+            continue
+        yield source, real
 
 
 def _read(root: Path, source: str, real: Path) -> bytes | None:
     """The bytes of corpus file `source`, read from `real`; None, with a warning, when they cannot be."""
     try:
         # No link is followed here any more: `real` was resolved and checked to be in the corpus.
-        # O_NONBLOCK: a FIFO named like a document would otherwise block the start-up on open.
+        # O_NONBLOCK: a FIFO put in the place of a document since it was looked at would otherwise
+        # block the start-up on open.
         flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
         descriptor = os.open(real, flags | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(descriptor, "rb") as file:

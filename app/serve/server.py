@@ -4,7 +4,8 @@
 with one line saying what to pass instead, not after the index is built), builds the app
 (`app.main.create_app`) and runs it until SIGTERM or SIGINT; `server_for` is the uvicorn server it
 runs, on its own so its settings can be checked. "Anvil ready" is said once the app has started
-and its socket is being served, never before.
+and its socket is being served, never before. A stop signal always ends the process: within
+`ANVIL_DRAIN_SECONDS` plus `STOP_GRACE_SECONDS`, even when something it waits for never returns.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import errno
 import gc
 import logging
+import os
 import signal
 import socket
+import threading
 from typing import Any
 
 import uvicorn
@@ -36,6 +39,12 @@ GC_THRESHOLDS = (2_000, 20, 100)
 EXIT_NOT_STARTED = 3
 #: How many connections may wait to be accepted (uvicorn's own default).
 BACKLOG = 2048
+#: After a stop signal, the drain (`ANVIL_DRAIN_SECONDS`) and then at most this long for the rest of
+#: the shutdown (closing the store, the index): a call that never returns (a start-up waiting on
+#: storage that does not answer) does not keep the process from ending.
+STOP_GRACE_SECONDS = 5.0
+#: Exit status when the process was ended that way, past its drain and grace.
+EXIT_STOPPED_LATE = 1
 
 logger = logging.getLogger("app.serve")
 
@@ -100,6 +109,7 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self._api = api
         self._ready = ready
+        self._deadline: threading.Timer | None = None
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
@@ -110,7 +120,25 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: Any) -> None:
         # Readiness fails from the first signal on, while requests in flight finish.
         self._api.state.draining = True
+        if self._deadline is None:
+            limit = (self.config.timeout_graceful_shutdown or 0) + STOP_GRACE_SECONDS
+            self._deadline = threading.Timer(limit, _stop_now, args=(limit,))
+            self._deadline.daemon = True
+            self._deadline.start()
         super().handle_exit(sig, frame)
+
+
+def _stop_now(limit: float) -> None:
+    """The process's end, `limit` seconds after the first stop signal, whatever still runs."""
+    logger.error(
+        "Anvil did not stop within %.0f s of the stop signal (ANVIL_DRAIN_SECONDS, then %.0f s for "
+        "the rest): a call that does not return holds it; exiting now",
+        limit,
+        STOP_GRACE_SECONDS,
+    )
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(EXIT_STOPPED_LATE)
 
 
 def server_for(

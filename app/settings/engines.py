@@ -54,6 +54,16 @@ class EngineSettings(Part):
             "in without a restart; 0 checks never."
         ),
     )
+    index_timeout_seconds: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,
+        description=(
+            "Longest one look at `ANVIL_INDEX`, or one opening of it (a download or copy, and its "
+            "check), may take: at start-up, start-up then fails; later, the look or the new version "
+            "is tried again."
+        ),
+    )
     openai_base_url: str | None = Field(
         None,
         description=(

@@ -97,6 +97,7 @@ class RetrievalEngine:
             facts.built_at,
             embedder=facts.embedder,
             embedded=facts.embedded,
+            behind=facts.behind,
         )
 
     async def search(self, text: str, max_results: int) -> list[Passage]:
