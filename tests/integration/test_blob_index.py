@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 from support.anvil_server import AnvilServer, run_anvil
 from support.anvil_server import anvil_run as anvil
-from support.azurite import Azurite
+from support.azurite import Azurite, storage_secrets
 
 CONNECTION = "AZURE_STORAGE_CONNECTION_STRING"
 
@@ -78,6 +78,7 @@ def test_an_index_uploaded_to_blob_storage_is_served_and_replaced_without_a_rest
             time.sleep(0.05)
         assert index_version(server) == version and "Monsoon" in answer(server, "When do monsoon winds turn?")
     assert f"index: kept serving version {version}: {url}" in server.log()
+    assert storage_secrets(server.log()) == []
 
 
 def test_a_blob_that_is_not_there_stops_start_up_with_what_to_do(azurite: Azurite, tmp_path: Path) -> None:

@@ -120,3 +120,22 @@ def azurite_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurit
             server.create_container(container)
         yield server
 
+
+#: What no log line may hold: a request's or answer's headers, a signature, the account key.
+_NEVER_LOGGED = (
+    "Request URL",
+    "Request headers",
+    "Response headers",
+    "x-ms-",
+    "User-Agent",
+    "Authorization",
+    "SharedKey",
+    "sig=",
+    "AccountKey",
+    ACCOUNT_KEY,
+)
+
+
+def storage_secrets(log: str) -> list[str]:
+    """The lines of `log` that hold a Blob Storage request's URL, a header, or a credential."""
+    return [line for line in log.splitlines() if any(mark in line for mark in _NEVER_LOGGED)]
