@@ -72,12 +72,15 @@ def index(args: argparse.Namespace, settings: Settings) -> int:
     from app.errors import AnvilError
     from app.knowledge.blob_build import build_to_blob
     from app.knowledge.build import build
+    from app.knowledge.index_target import check_target
 
     started = time.monotonic()
     embedder = None
     stopped_by: list[int] = []
     try:
         with _stopped_by_sigterm(stopped_by):
+            # Before any document is read or embedded: a target that cannot be written fails now.
+            check_target(args.output, args.sources)
             embedder = open_embedder(settings, settings)
             # A blob URL is built in a scratch folder and uploaded whole; a path is written in place.
             into = build_to_blob if isinstance(args.output, str) else build

@@ -16,6 +16,7 @@ change; it is an `OSError`, as a file that cannot be read or written would raise
 
 from __future__ import annotations
 
+import base64
 import functools
 import logging
 import os
@@ -51,6 +52,8 @@ CHUNK_BYTES = 4 << 20
 DOWNLOAD_ATTEMPTS = 3
 _PARALLEL = 4
 _READER = "Storage Blob Data Reader"
+#: The block `check_writable` stages: as long as the ids of the blocks the SDK uploads a large blob in.
+_PROBE_BLOCK = base64.b64encode(b"anvil-index-write-check".ljust(48, b"-")).decode()
 _WRITER = "Storage Blob Data Contributor"
 
 
@@ -240,6 +243,26 @@ def delete_if_present(url: str) -> bool:
         except ResourceNotFoundError:
             return False
         return True
+
+
+def check_writable(url: str) -> None:
+    """`BlobStorageError` saying what to change unless the container of `url` exists and the
+    identity Anvil signs in as may write the blob there. It writes nothing anyone reads: one block
+    staged and never committed, which storage discards at the blob's next upload (or within a
+    week); the blob itself, its content and its ETag, are untouched."""
+    location = parse_blob_url(url)
+    with _reported(location, role=_WRITER), _service(location) as service:
+        service.get_blob_client(location.container, location.name).stage_block(_PROBE_BLOCK, b"\0")
+
+
+def documents_size(url_prefix: str, suffixes: Sequence[str]) -> int:
+    """How many bytes the blobs `read_documents` reads under `url_prefix` hold (one listing)."""
+    location = parse_blob_url(url_prefix, prefix=True)
+    ends = tuple(suffixes)
+    with _reported(location), _service(location) as service:
+        container = service.get_container_client(location.container)
+        listed = container.list_blobs(name_starts_with=location.name or None)
+        return sum(int(blob.size or 0) for blob in listed if blob.name.endswith(ends))
 
 
 def read_documents(url_prefix: str, suffixes: Sequence[str]) -> list[tuple[str, bytes]]:

@@ -170,7 +170,13 @@ def build(
     embedded = None
     if embedder is not None:
         embedded = _embed(arrays, content, embedder, [*previous, target], target, progress)
-    version = write_arrays(arrays, content, target, sources=described)
+    try:
+        version = write_arrays(arrays, content, target, sources=described)
+    except OSError as error:
+        raise OSError(
+            f"{describe(error, 'write the index', target)}: free space or allow writing there, or write "
+            "the index elsewhere"
+        ) from None
     if embedder is not None:
         resume.partial_path(target).unlink(missing_ok=True)
     return Built(version, len(files), int(content["passages"]), target.stat().st_size, embedded)

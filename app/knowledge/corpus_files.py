@@ -51,6 +51,19 @@ def read_bytes(corpus_dir: Path) -> list[tuple[str, bytes]]:
     return [(source, data) for source, data in found if data is not None]
 
 
+def documents_size(corpus_dir: Path) -> int:
+    """How many bytes the files `read_bytes` reads under `corpus_dir` hold, from their sizes alone
+    (nothing is opened, and nothing is warned of: reading them does that)."""
+    root = corpus_dir.resolve()
+    total = 0
+    for _, real in _walk(root, root, (), (root,), lambda *_: None):
+        try:
+            total += os.stat(real).st_size
+        except OSError:
+            continue
+    return total
+
+
 def parse_corpus(
     corpus_dir: Path, contents: list[tuple[str, bytes]], progress: Callable[[int, int], None] | None = None
 ) -> list[CorpusFile]:
@@ -65,13 +78,19 @@ def parse_corpus(
 
 
 def _walk(
-    root: Path, folder: Path, at: tuple[str, ...], holding: tuple[Path, ...]
+    root: Path,
+    folder: Path,
+    at: tuple[str, ...],
+    holding: tuple[Path, ...],
+    skip: Callable[[Path, str, str], None] | None = None,
 ) -> Iterator[tuple[str, Path]]:
-    """(source, real path) of every corpus file in `folder` (reached as `at` from `root`) and below.
+    """(source, real path) of every corpus file in `folder` (reached as `at` from `root`) and below;
+    what is passed over is told to `skip` (root, source, why), by default warned of.
 
     `holding` is the real path of every folder from `root` down to this one: a link to one of
     them would walk it again and again.
     """
+    passed_over = skip or _skipped
     try:
         with os.scandir(folder) as listing:
             entries = sorted(listing, key=lambda entry: entry.name)
@@ -81,7 +100,7 @@ def _walk(
                 f"cannot read the corpus folder {root} ({error.strerror or error}): give the user Anvil "
                 "runs as read access to it, or set ANVIL_CORPUS_DIR to another folder"
             ) from None
-        _skip(root, "/".join(at), f"the folder cannot be read ({error.strerror or error})")
+        passed_over(root, "/".join(at), f"the folder cannot be read ({error.strerror or error})")
         return
     for entry in entries:
         names = (*at, entry.name)
@@ -93,7 +112,7 @@ def _walk(
             why = (
                 _LOOP if error.errno == errno.ELOOP else f"it cannot be looked at ({error.strerror or error})"
             )
-            _skip(root, source, why)
+            passed_over(root, source, why)
             continue
         if not is_dir and not entry.name.endswith(SUFFIXES):
             continue
@@ -102,31 +121,31 @@ def _walk(
             try:
                 real = real.resolve()
             except (OSError, RuntimeError):  # RuntimeError: a loop of links, before Python 3.13
-                _skip(root, source, _LOOP)
+                passed_over(root, source, _LOOP)
                 continue
             if not real.is_relative_to(root):
-                _skip(
+                passed_over(
                     root,
                     source,
                     f"it is a link to {real}, outside the corpus folder; only links inside it are followed",
                 )
                 continue
             if not real.exists():
-                _skip(root, source, f"it is a link to {real}, which does not exist")
+                passed_over(root, source, f"it is a link to {real}, which does not exist")
                 continue
             if real in holding:
-                _skip(root, source, f"it is a link to {real}, a folder that holds the link")
+                passed_over(root, source, f"it is a link to {real}, a folder that holds the link")
                 continue
         if is_dir:
-            yield from _walk(root, real, names, (*holding, real))
+            yield from _walk(root, real, names, (*holding, real), passed_over)
             continue
         try:
             found = kind(os.stat(real).st_mode)
         except OSError as error:
-            _skip(root, source, f"it cannot be looked at ({error.strerror or error})")
+            passed_over(root, source, f"it cannot be looked at ({error.strerror or error})")
             continue
         if found is not None:  # looked at, never opened: a FIFO would be waited on for ever
-            _skip(root, source, f"it is {found}, not a file; only files are read")
+            passed_over(root, source, f"it is {found}, not a file; only files are read")
             continue
         yield source, real
 
@@ -141,11 +160,11 @@ def _read(root: Path, source: str, real: Path) -> bytes | None:
         descriptor = os.open(real, flags | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(descriptor, "rb") as file:
             if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-                _skip(root, source, "it is not a regular file")
+                _skipped(root, source, "it is not a regular file")
                 return None
             data = file.read()
     except OSError as error:
-        _skip(root, source, f"it cannot be read ({error.strerror or error})")
+        _skipped(root, source, f"it cannot be read ({error.strerror or error})")
         return None
     return data
 
@@ -173,7 +192,7 @@ def document_of(data: bytes, source: str, where: str) -> CorpusFile | None:
 _LOOP = "it is a link that leads nowhere (a loop of links)"
 
 
-def _skip(root: Path, source: str, why: str) -> None:
+def _skipped(root: Path, source: str, why: str) -> None:
     _warn(str(root / source), why)
 
 
