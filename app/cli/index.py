@@ -8,6 +8,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -77,15 +78,16 @@ def index(args: argparse.Namespace, settings: Settings) -> int:
     started = time.monotonic()
     embedder = None
     stopped_by: list[int] = []
+    sources = [replace(source, max_bytes=settings.max_document_bytes) for source in args.sources]
     try:
         with _stopped_by_sigterm(stopped_by):
             # Before any document is read or embedded: a target that cannot be written fails now.
-            check_target(args.output, args.sources)
+            check_target(args.output, sources)
             embedder = open_embedder(settings, settings)
             # A blob URL is built in a scratch folder and uploaded whole; a path is written in place.
             into = build_to_blob if isinstance(args.output, str) else build
             built = into(
-                args.sources, args.output, IndexProgress(sys.stderr), embedder=embedder, previous=args.reuse
+                sources, args.output, IndexProgress(sys.stderr), embedder=embedder, previous=args.reuse
             )
     except (OSError, ValueError, AnvilError) as error:
         say(f"anvil: cannot index: {error}")

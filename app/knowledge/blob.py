@@ -20,7 +20,7 @@ import base64
 import functools
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -255,40 +255,50 @@ def check_writable(url: str) -> None:
         service.get_blob_client(location.container, location.name).stage_block(_PROBE_BLOCK, b"\0")
 
 
-def documents_size(url_prefix: str, suffixes: Sequence[str]) -> int:
+def documents_size(url_prefix: str, suffixes: Sequence[str], max_bytes: int) -> int:
     """How many bytes the blobs `read_documents` reads under `url_prefix` hold (one listing)."""
     location = parse_blob_url(url_prefix, prefix=True)
     ends = tuple(suffixes)
     with _reported(location), _service(location) as service:
         container = service.get_container_client(location.container)
-        listed = container.list_blobs(name_starts_with=location.name or None)
-        return sum(int(blob.size or 0) for blob in listed if blob.name.endswith(ends))
+        sizes = (
+            int(blob.size or 0)
+            for blob in container.list_blobs(name_starts_with=location.name or None)
+            if blob.name.endswith(ends)
+        )
+        return sum(size for size in sizes if size <= max_bytes)
 
 
-def read_documents(url_prefix: str, suffixes: Sequence[str]) -> list[tuple[str, bytes]]:
+def read_documents(
+    url_prefix: str,
+    suffixes: Sequence[str],
+    *,
+    max_bytes: int | None = None,
+    too_large: Callable[[int], str] = lambda size: f"it is {size:,} bytes, more than the most read",
+) -> list[tuple[str, bytes]]:
     """Every blob under the folder `url_prefix` whose name ends with one of `suffixes`, as (its
     name below the folder, its bytes), sorted by name. A blob deleted between the listing and
-    its reading is skipped with a warning."""
+    its reading is skipped with a warning, and so is one larger than `max_bytes` (if given),
+    without being downloaded (`too_large(size)` says why)."""
     location = parse_blob_url(url_prefix, prefix=True)
     ends = tuple(suffixes)
     found: list[tuple[str, bytes]] = []
     with _reported(location), _service(location) as service:
         container = service.get_container_client(location.container)
-        names = [
-            blob.name
+        listed = {
+            blob.name: int(blob.size or 0)
             for blob in container.list_blobs(name_starts_with=location.name or None)
             if blob.name.endswith(ends)
-        ]
-        for name in sorted(names):
+        }
+        for name, size in sorted(listed.items()):
+            where = f"{location.account_url}/{location.container}/{name}"
+            if max_bytes is not None and size > max_bytes:
+                logger.warning("corpus: skipped %s: %s", where, too_large(size))
+                continue
             try:
                 data = container.download_blob(name, max_concurrency=_PARALLEL).readall()
             except ResourceNotFoundError:
-                logger.warning(
-                    "corpus: skipped %s/%s/%s: it was deleted while the folder was read",
-                    location.account_url,
-                    location.container,
-                    name,
-                )
+                logger.warning("corpus: skipped %s: it was deleted while the folder was read", where)
                 continue
             found.append((name[len(location.name) :], data))
     return found

@@ -55,11 +55,11 @@ def check_target(target: Path | str, sources: Sequence[Source]) -> None:
 
 def _size(source: Source) -> int:
     if isinstance(source.folder, Path):
-        return documents_size(source.folder)
+        return documents_size(source.folder, source.max_bytes)
     from app.knowledge.blob import documents_size as blobs_size
 
     prefix = source.folder if source.folder.endswith("/") else f"{source.folder}/"
-    return blobs_size(prefix, SUFFIXES)
+    return blobs_size(prefix, SUFFIXES, source.max_bytes)
 
 
 def _check_writes(folder: Path, target: Path) -> None:

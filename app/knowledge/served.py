@@ -24,7 +24,7 @@ from pathlib import Path
 import anyio
 
 from app.knowledge.artifact import InvalidIndex
-from app.knowledge.build import EmbeddingCancelled, PendingVectors, open_cached
+from app.knowledge.corpus_cache import EmbeddingCancelled, PendingVectors, open_cached
 from app.knowledge.deadline import DeadlinePassed, within
 from app.knowledge.index import PassageIndex
 from app.knowledge.refresh import IndexRefresher, source_of
@@ -152,7 +152,7 @@ async def open_served(
     if not corpus.is_dir():
         raise RuntimeError(f"ANVIL_CORPUS_DIR: {_not_a_folder(corpus)}")
     index, pending = await anyio.to_thread.run_sync(
-        open_cached, corpus, cache_dir, settings.corpus_site, embedder
+        open_cached, corpus, cache_dir, settings.corpus_site, embedder, settings.max_document_bytes
     )
     served = ServedIndex(index, name)
     stack.callback(served.close)

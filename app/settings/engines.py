@@ -37,6 +37,15 @@ class EngineSettings(Part):
             "each cited passage then carries a `url` to its page and heading."
         ),
     )
+    max_document_bytes: int = Field(
+        8 << 20,
+        ge=1024,
+        le=1 << 30,
+        description=(
+            "Largest document read from `ANVIL_CORPUS_DIR` (or by `anvil index`), in bytes; a larger "
+            "one is skipped with a warning naming it, without being read."
+        ),
+    )
     index: str | None = Field(
         None,
         description=(

@@ -14,7 +14,7 @@ from support.anvil_server import anvil_run, free_port, run_anvil
 
 from app.knowledge.artifact import write_index
 from app.knowledge.corpus import CorpusFile
-from app.knowledge.index import build_arrays
+from app.knowledge.sections import build_arrays
 
 MONTH_13 = "2026-13-01T00:00:00Z"
 

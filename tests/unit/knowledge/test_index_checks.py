@@ -18,8 +18,9 @@ from support.embedders import Counting
 from app.knowledge import artifact
 from app.knowledge.artifact import InvalidIndex, write_index
 from app.knowledge.corpus import CorpusFile
-from app.knowledge.index import PassageIndex, add_vectors, build_arrays
+from app.knowledge.index import PassageIndex, add_vectors
 from app.knowledge.refresh import FileSource, IndexRefresher
+from app.knowledge.sections import build_arrays
 from app.knowledge.served import ServedIndex
 from app.knowledge.tables import TextTable, string_list
 
