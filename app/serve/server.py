@@ -105,10 +105,13 @@ def settle_heap() -> None:
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, api: FastAPI, ready: str | None) -> None:
+    def __init__(
+        self, config: uvicorn.Config, api: FastAPI, ready: str | None, stop_within: float | None
+    ) -> None:
         super().__init__(config)
         self._api = api
         self._ready = ready
+        self._stop_within = stop_within
         self._deadline: threading.Timer | None = None
 
     async def startup(self, sockets: Any = None) -> None:
@@ -120,9 +123,8 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: Any) -> None:
         # Readiness fails from the first signal on, while requests in flight finish.
         self._api.state.draining = True
-        if self._deadline is None:
-            limit = (self.config.timeout_graceful_shutdown or 0) + STOP_GRACE_SECONDS
-            self._deadline = threading.Timer(limit, _stop_now, args=(limit,))
+        if self._deadline is None and self._stop_within is not None:
+            self._deadline = threading.Timer(self._stop_within, _stop_now, args=(self._stop_within,))
             self._deadline.daemon = True
             self._deadline.start()
         super().handle_exit(sig, frame)
@@ -142,11 +144,18 @@ def _stop_now(limit: float) -> None:
 
 
 def server_for(
-    api: FastAPI, *, bind: ServeSettings, limits: HttpLimits, log_level: LogLevel, ready: str | None = None
+    api: FastAPI,
+    *,
+    bind: ServeSettings,
+    limits: HttpLimits,
+    log_level: LogLevel,
+    ready: str | None = None,
+    own_process: bool = False,
 ) -> uvicorn.Server:
     """The uvicorn server for `api`: bound as `bind` says, behind the front door with `limits`,
     its readiness failing from the first stop signal on, and the heap settled once it has started
-    (when it logs `ready`)."""
+    (when it logs `ready`). With `own_process` (the process is the server's alone), the process
+    ends at the latest `STOP_GRACE_SECONDS` after its drain, once a stop signal has come."""
     config = uvicorn.Config(
         api,
         host=bind.host,
@@ -173,7 +182,7 @@ def server_for(
         limit_concurrency=limits.max_concurrent_requests,
         timeout_graceful_shutdown=limits.drain_seconds,
     )
-    return _Server(config, api, ready)
+    return _Server(config, api, ready, limits.drain_seconds + STOP_GRACE_SECONDS if own_process else None)
 
 
 def serve(settings: Settings) -> int:
@@ -197,7 +206,12 @@ def serve(settings: Settings) -> int:
     )
     with listener:
         server = server_for(
-            create_app(settings), bind=settings, limits=settings, log_level=settings.log_level, ready=ready
+            create_app(settings),
+            bind=settings,
+            limits=settings,
+            log_level=settings.log_level,
+            ready=ready,
+            own_process=True,
         )
         # uvicorn raises the stop signal again once it has drained, for the handler that was there
         # before it: a no-op here, so that a requested stop is a clean exit (status 0).
