@@ -236,7 +236,7 @@ def engines(corpus: Path, rankings: list[str], cache_root: Path) -> dict[str, An
     sys.path.insert(0, str(ROOT))
     from app.engines.embeddings.local import LocalEmbedder
     from app.engines.retrieval.engine import RetrievalEngine
-    from app.knowledge.build import index_folder
+    from app.knowledge.corpus_cache import index_folder
 
     embedder = LocalEmbedder()
     cache = cache_root / corpus.resolve().name

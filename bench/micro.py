@@ -28,8 +28,8 @@ from app.engines.retrieval.engine import RetrievalEngine
 from app.engines.retrieval.fusion import fuse
 from app.engines.retrieval.lexical import word_scores
 from app.engines.retrieval.rerank import rerank
-from app.knowledge.build import index_folder
 from app.knowledge.corpus import CorpusPassage
+from app.knowledge.corpus_cache import index_folder
 from app.knowledge.index import PassageIndex, add_vectors
 from app.knowledge.tokens import tokenize, words
 

@@ -34,7 +34,7 @@ from app.engines.embeddings.local import LocalEmbedder  # noqa: E402
 from app.engines.retrieval.fusion import fuse  # noqa: E402
 from app.engines.retrieval.lexical import word_scores  # noqa: E402
 from app.engines.retrieval.rerank import WEIGHTS, candidates_of, features, keep_fused_pages  # noqa: E402
-from app.knowledge.build import index_folder  # noqa: E402
+from app.knowledge.corpus_cache import index_folder  # noqa: E402
 from app.knowledge.tokens import tokenize, words  # noqa: E402
 
 #: Features that only ever make a passage likelier (+1) or less likely (-1); the rest are free.

@@ -8,6 +8,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -72,17 +73,21 @@ def index(args: argparse.Namespace, settings: Settings) -> int:
     from app.errors import AnvilError
     from app.knowledge.blob_build import build_to_blob
     from app.knowledge.build import build
+    from app.knowledge.index_target import check_target
 
     started = time.monotonic()
     embedder = None
     stopped_by: list[int] = []
+    sources = [replace(source, max_bytes=settings.max_document_bytes) for source in args.sources]
     try:
         with _stopped_by_sigterm(stopped_by):
+            # Before any document is read or embedded: a target that cannot be written fails now.
+            check_target(args.output, sources)
             embedder = open_embedder(settings, settings)
             # A blob URL is built in a scratch folder and uploaded whole; a path is written in place.
             into = build_to_blob if isinstance(args.output, str) else build
             built = into(
-                args.sources, args.output, IndexProgress(sys.stderr), embedder=embedder, previous=args.reuse
+                sources, args.output, IndexProgress(sys.stderr), embedder=embedder, previous=args.reuse
             )
     except (OSError, ValueError, AnvilError) as error:
         say(f"anvil: cannot index: {error}")

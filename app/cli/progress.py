@@ -1,6 +1,7 @@
 """What `anvil index` says while it builds: on a terminal one line, rewritten in place, with how
 far each stage is and the time it has left; elsewhere (CI, a log) one plain line as each stage
-ends, so a log holds no carriage returns."""
+ends, so a log holds no carriage returns. Reading and cutting are counted in bytes of the
+documents, so a large document shows its progress too; indexing and embedding in passages."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import TextIO
 #: Each stage's words: what is counted (one, many), what becomes of them, and the verb for a
 #: finished stage.
 _STAGES = {
-    "reading": ("file", "read", "read {count}"),
-    "cutting": ("file", "cut into passages", "cut {count} into passages"),
+    "reading": ("byte", "read", "read {count}"),
+    "cutting": ("byte", "cut into passages", "cut {count} into passages"),
     "indexing": ("passage", "indexed", "indexed {count}"),
     "embedding": ("passage", "embedded", "embedded {count}"),
 }
@@ -23,8 +24,18 @@ _LOG_EVERY = 60.0
 _ESTIMATE_AFTER = 2.0
 
 
+def _so_far(done: int, of: int, noun: str) -> str:
+    """`2 of 4 files`; bytes in the unit of the whole, `1.2 of 4.0 MB`."""
+    if noun != "byte":
+        return f"{done:,} of {counted(of, noun)}"
+    unit, scale = ("kB", 1e3) if of < 1e6 else ("MB", 1e6)
+    return f"{done / scale:.1f} of {of / scale:.1f} {unit}"
+
+
 def counted(count: int, noun: str) -> str:
-    """`1 file`, `2,048 files`."""
+    """`1 file`, `2,048 files`; bytes as `41.0 kB`, `3.2 MB`."""
+    if noun == "byte":
+        return f"{count / 1e3:.1f} kB" if count < 1e6 else f"{count / 1e6:.1f} MB"
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
@@ -56,7 +67,7 @@ class IndexProgress:
         self._stream.flush()
 
     def _line(self, done: int, of: int, noun: str, become: str, now: float) -> str:
-        line = f"anvil: {done:,} of {counted(of, noun)} {become}"
+        line = f"anvil: {_so_far(done, of, noun)} {become}"
         elapsed = now - self._began
         if done and elapsed >= _ESTIMATE_AFTER:
             line += f", about {elapsed / done * (of - done):.0f} s left"

@@ -45,6 +45,9 @@ class IndexStatus:
     #: What the knowledge is called, and what it covers, when something says (settings, index).
     name: str | None = None
     description: str | None = None
+    #: For how many seconds a newer version has been seen and could not be fetched; None while the
+    #: newest version seen is the one served.
+    behind: float | None = None
 
 
 class Embedder(Protocol):

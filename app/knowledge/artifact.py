@@ -7,9 +7,11 @@ shape. A section is an array of fixed-size numbers (`int32`, `int64`, `float32`,
 (`uint8`: UTF-8 text tables).
 
 The version is a SHA-256 over the sections and the header's `content` (not over when it was
-built), so an index built twice from the same documents has one version. Opening a file checks
-its magic, its format, that every section lies inside it and, unless told not to, its version:
-a truncated or altered index is refused with `InvalidIndex`, never served. Sections are mapped,
+built), so an index built twice from the same documents has one version. Opening a file refuses
+anything but a regular file (`regular_files`), and checks its magic, its format, the types of its
+header, that every section lies inside it and, unless told not to, its version: a truncated or
+altered index is refused with `InvalidIndex`, never served (what the server reads of a whole
+index is checked by `index_checks`). Sections are mapped,
 not read: opening a large index costs its header and its hash, and a query touches only the
 pages it needs.
 
@@ -26,13 +28,15 @@ import mmap
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
+
+from app.knowledge.regular_files import NotARegularFile, open_regular
 
 MAGIC = b"ANVILIDX"
 #: The layout this version of Anvil writes and reads.
@@ -139,26 +143,38 @@ class IndexFile:
         self.path = path
         # Kept open (and closed by `close`): the mapping is made from it.
         self._file = tempfile.TemporaryFile(dir=copy_to) if copy_to is not None or fill else None  # noqa: SIM115
+        # What the mapping was made from, read again (not reopened by name) to check its version.
+        source: IO[bytes] | None = None
         try:
             if fill is not None and self._file is not None:
                 fill(self._file)
                 self._file.flush()
                 self._map_file(self._file)
             else:
-                with open(path, "rb") as source:
-                    if self._file is not None:
-                        shutil.copyfileobj(source, self._file, _HASH_CHUNK)
-                        self._file.flush()
-                    self._map_file(self._file if self._file is not None else source)
+                try:
+                    source = open_regular(path)
+                except NotARegularFile as error:
+                    raise InvalidIndex(
+                        f"{error}: give the path of an index file `anvil index` wrote"
+                    ) from None
+                if self._file is not None:
+                    shutil.copyfileobj(source, self._file, _HASH_CHUNK)
+                    self._file.flush()
+                self._map_file(self._file if self._file is not None else source)
         except BaseException:
+            if source is not None:
+                source.close()
             if self._file is not None:
                 self._file.close()
             raise
         try:
-            self._read_header(verify)
+            self._read_header(verify, self._file if self._file is not None else source)
         except BaseException:
             self.close()
             raise
+        finally:
+            if source is not None:
+                source.close()
 
     def _map_file(self, file: IO[bytes]) -> None:
         try:
@@ -166,7 +182,7 @@ class IndexFile:
         except ValueError:  # an empty file cannot be mapped
             raise InvalidIndex(f"{self.path} is empty, not a knowledge index") from None
 
-    def _read_header(self, verify: bool) -> None:
+    def _read_header(self, verify: bool, mapped: IO[bytes] | None) -> None:
         data = self._map
         if len(data) < len(MAGIC) + 8 or data[: len(MAGIC)] != MAGIC:
             raise InvalidIndex(f"{self.path} is not a knowledge index (build one with `anvil index`)")
@@ -179,16 +195,18 @@ class IndexFile:
                     f"{self.path} is a knowledge index of format {header['format']}; this Anvil serves "
                     f"format {FORMAT}: rebuild it with this version's `anvil index`"
                 )
-            self.version: str = header["version"]
-            self.content: dict[str, Any] = header["content"]
-            self.built: dict[str, Any] = header["built"]
+            self.version: str = _typed(header, "version", str)
+            self.content: dict[str, Any] = _typed(header, "content", dict)
+            self.built: dict[str, Any] = _typed(header, "built", dict)
             sections = {
-                name: Section(int(s["offset"]), int(s["length"]), str(s["dtype"]), tuple(s["shape"]))
-                for name, s in header["sections"].items()
+                str(name): Section(
+                    _typed(s, "offset", int), _typed(s, "length", int), _typed(s, "dtype", str), _shape(s)
+                )
+                for name, s in _typed(header, "sections", dict).items()
             }
         except InvalidIndex:
             raise
-        except (ValueError, KeyError, TypeError) as error:
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise InvalidIndex(f"{self.path} has a damaged header ({error})") from None
         start = _aligned(end)
         for name, section in sections.items():
@@ -202,26 +220,25 @@ class IndexFile:
                 raise InvalidIndex(f"{self.path} is truncated or damaged (section {name!r})")
         self._start = start
         self._sections = sections
-        if verify:
-            self._verify()
+        if verify and mapped is not None:
+            self._verify(mapped)
 
-    def _verify(self) -> None:
+    def _verify(self, source: IO[bytes]) -> None:
         # Read through a file handle, not the mapping: hashing through the mapping would make
         # every page of the index resident in this process.
         digest = hashlib.sha256()
         digest.update(json.dumps(self.content, sort_keys=True, separators=(",", ":")).encode())
-        with open(self.path, "rb") if self._file is None else _unclosed(self._file) as source:
-            for name in sorted(self._sections):
-                section = self._sections[name]
-                digest.update(name.encode() + b"\0" + section.dtype.encode() + b"\0")
-                source.seek(self._start + section.offset)
-                left = section.length
-                while left:
-                    chunk = source.read(min(left, _HASH_CHUNK))
-                    if not chunk:
-                        raise InvalidIndex(f"{self.path} is truncated (section {name!r})")
-                    digest.update(chunk)
-                    left -= len(chunk)
+        for name in sorted(self._sections):
+            section = self._sections[name]
+            digest.update(name.encode() + b"\0" + section.dtype.encode() + b"\0")
+            source.seek(self._start + section.offset)
+            left = section.length
+            while left:
+                chunk = source.read(min(left, _HASH_CHUNK))
+                if not chunk:
+                    raise InvalidIndex(f"{self.path} is truncated (section {name!r})")
+                digest.update(chunk)
+                left -= len(chunk)
         if digest.hexdigest()[:32] != self.version:
             raise InvalidIndex(f"{self.path} does not match its version {self.version}: it is damaged")
 
@@ -246,9 +263,19 @@ class IndexFile:
             self._file.close()  # the mapping, if still there, keeps the copy's pages
 
 
-@contextlib.contextmanager
-def _unclosed(file: IO[bytes]) -> Iterator[IO[bytes]]:
-    yield file
+def _typed(header: Any, key: str, kind: type[Any]) -> Any:
+    """`header[key]`, which must be a `kind` (JSON's true is no number here)."""
+    value = header[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"{key} is {value!r:.40}, not {kind.__name__}")
+    return value
+
+
+def _shape(section: Any) -> tuple[int, ...]:
+    shape = _typed(section, "shape", list)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise TypeError(f"shape is {shape!r:.40}, not a list of sizes")
+    return tuple(shape)
 
 
 def _aligned(offset: int) -> int:

@@ -16,10 +16,11 @@ change; it is an `OSError`, as a file that cannot be read or written would raise
 
 from __future__ import annotations
 
+import base64
 import functools
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -51,6 +52,8 @@ CHUNK_BYTES = 4 << 20
 DOWNLOAD_ATTEMPTS = 3
 _PARALLEL = 4
 _READER = "Storage Blob Data Reader"
+#: The block `check_writable` stages: as long as the ids of the blocks the SDK uploads a large blob in.
+_PROBE_BLOCK = base64.b64encode(b"anvil-index-write-check".ljust(48, b"-")).decode()
 _WRITER = "Storage Blob Data Contributor"
 
 
@@ -242,30 +245,60 @@ def delete_if_present(url: str) -> bool:
         return True
 
 
-def read_documents(url_prefix: str, suffixes: Sequence[str]) -> list[tuple[str, bytes]]:
+def check_writable(url: str) -> None:
+    """`BlobStorageError` saying what to change unless the container of `url` exists and the
+    identity Anvil signs in as may write the blob there. It writes nothing anyone reads: one block
+    staged and never committed, which storage discards at the blob's next upload (or within a
+    week); the blob itself, its content and its ETag, are untouched."""
+    location = parse_blob_url(url)
+    with _reported(location, role=_WRITER), _service(location) as service:
+        service.get_blob_client(location.container, location.name).stage_block(_PROBE_BLOCK, b"\0")
+
+
+def documents_size(url_prefix: str, suffixes: Sequence[str], max_bytes: int) -> int:
+    """How many bytes the blobs `read_documents` reads under `url_prefix` hold (one listing)."""
+    location = parse_blob_url(url_prefix, prefix=True)
+    ends = tuple(suffixes)
+    with _reported(location), _service(location) as service:
+        container = service.get_container_client(location.container)
+        sizes = (
+            int(blob.size or 0)
+            for blob in container.list_blobs(name_starts_with=location.name or None)
+            if blob.name.endswith(ends)
+        )
+        return sum(size for size in sizes if size <= max_bytes)
+
+
+def read_documents(
+    url_prefix: str,
+    suffixes: Sequence[str],
+    *,
+    max_bytes: int | None = None,
+    too_large: Callable[[int], str] = lambda size: f"it is {size:,} bytes, more than the most read",
+) -> list[tuple[str, bytes]]:
     """Every blob under the folder `url_prefix` whose name ends with one of `suffixes`, as (its
     name below the folder, its bytes), sorted by name. A blob deleted between the listing and
-    its reading is skipped with a warning."""
+    its reading is skipped with a warning, and so is one larger than `max_bytes` (if given),
+    without being downloaded (`too_large(size)` says why)."""
     location = parse_blob_url(url_prefix, prefix=True)
     ends = tuple(suffixes)
     found: list[tuple[str, bytes]] = []
     with _reported(location), _service(location) as service:
         container = service.get_container_client(location.container)
-        names = [
-            blob.name
+        listed = {
+            blob.name: int(blob.size or 0)
             for blob in container.list_blobs(name_starts_with=location.name or None)
             if blob.name.endswith(ends)
-        ]
-        for name in sorted(names):
+        }
+        for name, size in sorted(listed.items()):
+            where = f"{location.account_url}/{location.container}/{name}"
+            if max_bytes is not None and size > max_bytes:
+                logger.warning("corpus: skipped %s: %s", where, too_large(size))
+                continue
             try:
                 data = container.download_blob(name, max_concurrency=_PARALLEL).readall()
             except ResourceNotFoundError:
-                logger.warning(
-                    "corpus: skipped %s/%s/%s: it was deleted while the folder was read",
-                    location.account_url,
-                    location.container,
-                    name,
-                )
+                logger.warning("corpus: skipped %s: it was deleted while the folder was read", where)
                 continue
             found.append((name[len(location.name) :], data))
     return found

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from app.knowledge import resume
 from app.knowledge.blob import delete_if_present, download_if_present, upload
 from app.knowledge.build import Built, Source, build
-from app.knowledge.index import Progress
+from app.knowledge.sections import Progress
 from app.knowledge.vectors import PassageEmbedder
 
 logger = logging.getLogger(__name__)

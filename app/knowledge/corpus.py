@@ -24,6 +24,7 @@ import yaml
 
 from app.knowledge.readers.markdown_parser import front_matter_parser
 from app.knowledge.readers.markdown_render import Block, Heading, document_blocks, first_title
+from app.knowledge.readers.markup import Heard, Warn
 
 #: Upper bound on a passage's text; sections longer than this are cut at paragraph boundaries.
 MAX_PASSAGE_CHARS = 1200
@@ -61,15 +62,16 @@ class CorpusFile:
     published: str | None = None
 
 
-def parse_file(markdown: str, source: str) -> CorpusFile:
-    """The file `source` holding `markdown`: front matter stripped, titled.
+def parse_file(markdown: str, source: str, *, heard: Heard | None = None) -> CorpusFile:
+    """The file `source` holding `markdown`: front matter stripped, titled; `heard` hears the
+    share of it read, as a large one is.
 
     The title is the front matter's `title`, else the first `#` heading, else the file name.
     """
     front, body = split_front_matter(markdown)
     title = front.get("title")
     if not isinstance(title, str) or not title.strip():
-        title = first_title(body, mdx=_is_mdx(source)) or source.rsplit("/", 1)[-1]
+        title = first_title(body, mdx=_is_mdx(source), heard=heard) or source.rsplit("/", 1)[-1]
     published = next(
         (
             value.strip()
@@ -101,15 +103,23 @@ def split_front_matter(markdown: str) -> tuple[dict[str, object], str]:
     return {str(key): value for key, value in front.items()}, _after_lines(text, block.map[1])
 
 
-def file_passages(file: CorpusFile, max_chars: int = MAX_PASSAGE_CHARS) -> list[CorpusPassage]:
+def file_passages(
+    file: CorpusFile,
+    max_chars: int = MAX_PASSAGE_CHARS,
+    *,
+    heard: Heard | None = None,
+    warn: Warn | None = None,
+) -> list[CorpusPassage]:
     """Cut one corpus file into passages at its headings, chunking long sections.
 
     Each passage's heading is the chain of enclosing headings joined with " > ", rooted at the
     front matter title when the document has no `#` heading of its own. Text before the first
     heading is filed under the document's title. Headings are the parser's: a line in code is
-    never one, and one inside a list item is text. Sections with no text are dropped.
+    never one, and one inside a list item is text. Sections with no text are dropped. `heard`
+    hears the share of the file cut as it goes; `warn` once that a part nested too deep for the
+    parser was read as text.
     """
-    blocks = document_blocks(file.text, mdx=_is_mdx(file.source))
+    blocks = document_blocks(file.text, mdx=_is_mdx(file.source), heard=heard, warn=warn)
     root: list[tuple[int, str]] = []
     if _first_title(blocks) is None and file.title != file.source.rsplit("/", 1)[-1]:
         root = [(0, file.title)]
@@ -217,14 +227,19 @@ def _fit(paragraph: str, max_chars: int) -> list[str]:
     sentences = [s for line in paragraph.splitlines() for s in _SENTENCE_END.split(line) if s.strip()]
     pieces: list[str] = []
     for sentence in sentences:
-        while len(sentence) > max_chars:
-            cut = sentence.rfind(" ", 0, max_chars + 1)
+        # Cut where `at` stands, not by slicing off the rest each time: that copied a long
+        # sentence once a piece, quadratic in its length.
+        at, end = 0, len(sentence)
+        while end - at > max_chars:
+            cut = sentence.rfind(" ", at, at + max_chars + 1)
             # A single word longer than the limit has no space to cut at; cut it hard.
-            cut = cut if cut > 0 else max_chars
-            pieces.append(sentence[:cut].rstrip())
-            sentence = sentence[cut:].lstrip()
-        if sentence:
-            pieces.append(sentence)
+            cut = cut if cut > at else at + max_chars
+            pieces.append(sentence[at:cut].rstrip())
+            at = cut
+            while at < end and sentence[at].isspace():
+                at += 1
+        if at < end:
+            pieces.append(sentence[at:])
     return _pack(pieces, " ", max_chars)
 
 

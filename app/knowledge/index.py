@@ -1,6 +1,7 @@
 """`PassageIndex`: the passages of a corpus and their lexical index, built once and opened fast.
 
-Built from read files (`from_files`) it is held in memory; written (`write`) it is one file
+Built from read files (`from_files`, its sections made by `sections.build_arrays`) it is held in
+memory; written (`write`) it is one file
 (`artifact.py`) that `open` maps without building anything but its lookups: the vocabulary, the
 sources and the headings. Passage and file texts stay in the file until a query needs them.
 
@@ -11,7 +12,6 @@ term at all, for the share of a question a passage covers.
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,17 +23,12 @@ import numpy.typing as npt
 
 from app.knowledge.artifact import IndexFile, InvalidIndex, write_index
 from app.knowledge.calibration import calibrate
-from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages, split_blocks
+from app.knowledge.corpus import CorpusFile, CorpusPassage
+from app.knowledge.index_checks import BUILT_AT, built_time, check_index
 from app.knowledge.postings import Field, Ids, Vocabulary
-from app.knowledge.tables import TextTable, string_list, strings
-from app.knowledge.tokens import split_compound, tokenize, words
+from app.knowledge.sections import LEXICAL, Progress, build_arrays, passage_texts
+from app.knowledge.tables import TextTable, strings
 from app.knowledge.vectors import EmbedderMismatch, PassageEmbedder, Vectors, embed_arrays, passage_text
-
-#: What the lexical index is made of; an index built with other rules is not served.
-LEXICAL = "bm25-snowball-english-1"
-#: Hears (stage, done, of) while an index is built: "cutting" files into passages, "indexing"
-#: them, "embedding" those without a vector yet.
-Progress = Callable[[str, int, int], None]
 
 
 class PassageIndex:
@@ -49,13 +44,10 @@ class PassageIndex:
         source: IndexFile | None = None,
         names: Iterable[str] = (),
     ) -> None:
-        if content.get("lexical") != LEXICAL:
-            raise InvalidIndex(
-                f"the index's lexical rules are {content.get('lexical')!r}, this Anvil's {LEXICAL!r}: "
-                "rebuild it with this version's `anvil index`"
-            )
         self.version = version
         self.built = built
+        #: When it was built (seconds since the epoch); None for an index built in memory.
+        self.built_at = built_time(built)
         self.content = content
         self._source = source
         self._get = get
@@ -87,14 +79,6 @@ class PassageIndex:
         indptr, ids = get("exact.indptr"), get("exact.ids")
         self._exact = {key: (int(indptr[n]), int(indptr[n + 1])) for n, key in enumerate(keys)}
         self._exact_ids: Ids = ids
-
-    @property
-    def built_at(self) -> float | None:
-        """When it was built (seconds since the epoch); None for an index built in memory."""
-        at = self.built.get("at")
-        if not isinstance(at, str):
-            return None
-        return calendar.timegm(time.strptime(at, "%Y-%m-%dT%H:%M:%SZ"))
 
     @property
     def passage_count(self) -> int:
@@ -202,11 +186,12 @@ class PassageIndex:
         copy_to: Path | None = None,
         fill: Callable[[BinaryIO], object] | None = None,
     ) -> PassageIndex:
-        """The index written at `path`; `InvalidIndex` (saying why) for anything else. With
-        `copy_to`, served from a private copy in that folder, which `fill` writes if given (see
-        `IndexFile`)."""
+        """The index written at `path`; `InvalidIndex` (saying why) for anything else, every
+        field the server reads checked first (`index_checks`). With `copy_to`, served from a
+        private copy in that folder, which `fill` writes if given (see `IndexFile`)."""
         source = IndexFile(path, verify=verify, copy_to=copy_to, fill=fill)
         try:
+            check_index(source.array, source.names(), source.content, LEXICAL)
             return cls(
                 source.array,
                 source.content,
@@ -215,6 +200,13 @@ class PassageIndex:
                 source=source,
                 names=source.names(),
             )
+        except InvalidIndex as error:
+            source.close()
+            if str(error).startswith(str(path)):  # the file's own check said it
+                raise
+            raise InvalidIndex(
+                f"{path} cannot be served: {error}; rebuild it with this version's `anvil index`"
+            ) from None
         except BaseException:
             source.close()
             raise
@@ -249,15 +241,8 @@ def write_arrays(
     mode: int = 0o644,
 ) -> str:
     """Write built sections to `target` atomically, stamped with now and `sources`; its version."""
-    built = {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "from": list(sources)}
+    built = {"at": time.strftime(BUILT_AT, time.gmtime()), "from": list(sources)}
     return write_index(target, arrays, content, built, mode=mode)
-
-
-def passage_texts(arrays: Mapping[str, npt.NDArray[Any]]) -> list[str]:
-    """What is embedded of each passage of built sections (`vectors.passage_text`)."""
-    headings = TextTable.of(arrays.__getitem__, "passage.heading")
-    bodies = TextTable.of(arrays.__getitem__, "passage.text")
-    return [passage_text(headings[n], bodies[n]) for n in range(len(bodies))]
 
 
 def add_vectors(
@@ -289,107 +274,7 @@ def add_vectors(
     return embedded
 
 
-def build_arrays(
-    files: Sequence[CorpusFile],
-    passages: Sequence[CorpusPassage] | None = None,
-    *,
-    urls: Mapping[str, str] | None = None,
-    progress: Progress | None = None,
-) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
-    """Every section of the index of `files` (or of bare `passages`), and its content header;
-    `progress` hears how the cutting into passages and their indexing go."""
-    if passages is None:
-        passages = []
-        for done, file in enumerate(files, start=1):
-            passages.extend(file_passages(file))
-            if progress is not None:
-                progress("cutting", done, len(files))
-    documents = list(dict.fromkeys(p.source for p in passages))
-    headings: list[list[str]] = []
-    bodies: list[list[str]] = []
-    for done, passage in enumerate(passages, start=1):
-        headings.append(tokenize(passage.heading))
-        bodies.append(_body_tokens(passage.text))
-        if progress is not None and (done % 1000 == 0 or done == len(passages)):
-            progress("indexing", done, len(passages))
-    terms: dict[str, int] = {}
-    for tokens in (*bodies, *headings):
-        for token in tokens:
-            terms.setdefault(token, len(terms))
-    names = {source: _name_tokens(source, terms) for source in documents}
-    for heading, passage in zip(headings, passages, strict=True):
-        if passage.heading == passage.source.rsplit("/", 1)[-1]:
-            heading.extend(names[passage.source])
-    whole: dict[str, list[str]] = {source: list(names[source]) for source in documents}
-    for passage, heading, body in zip(passages, headings, bodies, strict=True):
-        whole[passage.source].extend(heading + body)
-    for tokens in whole.values():
-        for token in tokens:
-            terms.setdefault(token, len(terms))
-
-    def numbered(tokens: list[str]) -> list[int]:
-        return [terms[t] for t in tokens]
-
-    size = len(terms)
-    body_ids = [numbered(tokens) for tokens in bodies]
-    heading_ids = [numbered(tokens) for tokens in headings]
-    holders = [list(dict.fromkeys([*h, *b])) for h, b in zip(heading_ids, body_ids, strict=True)]
-    document_number = {source: n for n, source in enumerate(documents)}
-    exact: dict[str, list[int]] = {}
-    for n, passage in enumerate(passages):
-        exact.setdefault(" ".join(words(passage.heading.rsplit(" > ", 1)[-1])), []).append(n)
-    exact_indptr = np.zeros(len(exact) + 1, dtype=np.int64)
-    np.cumsum([len(ids) for ids in exact.values()], out=exact_indptr[1:])
-    arrays: dict[str, npt.NDArray[Any]] = {
-        "terms": string_list(list(terms)),
-        **Field.build(body_ids, size).arrays("body"),
-        **Field.build(heading_ids, size).arrays("heading"),
-        **Field.build([numbered(whole[s]) for s in documents], size).arrays("whole"),
-        **Field.build(holders, size, weighted=False).arrays("holders"),
-        "documents": string_list(documents),
-        "documents.url": string_list([(urls or {}).get(source, "") for source in documents]),
-        "passage.document": np.array([document_number[p.source] for p in passages], dtype=np.int32),
-        **TextTable.arrays("passage.heading", (p.heading for p in passages)),
-        **TextTable.arrays("passage.text", (p.text for p in passages)),
-        "file.source": string_list([f.source for f in files]),
-        **TextTable.arrays("file.title", (f.title for f in files)),
-        **TextTable.arrays("file.text", (f.text for f in files)),
-        "exact.keys": string_list(list(exact)),
-        "exact.indptr": exact_indptr,
-        "exact.ids": np.array([n for ids in exact.values() for n in ids], dtype=np.int32),
-    }
-    content = {
-        "lexical": LEXICAL,
-        "passages": len(passages),
-        "documents": len(documents),
-        "files": len(files),
-        "terms": size,
-        # Room for the passage vectors of an embedder; none in a lexical-only index.
-        "embedder": None,
-    }
-    return arrays, content
-
-
 def anchor(heading: str) -> str:
     """The anchor a documentation site gives a heading (MkDocs' and GitHub's rule): lowercased,
     punctuation dropped, spaces as hyphens."""
     return re.sub(r"[^\w\- ]", "", heading.lower()).strip().replace(" ", "-")
-
-
-def _body_tokens(text: str) -> list[str]:
-    """The terms of a passage's text; a code block counts each of its terms once, so that the
-    names a code sample repeats (`app`, `client`) do not outweigh the prose."""
-    tokens: list[str] = []
-    for block, is_code in split_blocks(text):
-        found = tokenize(block)
-        tokens.extend(dict.fromkeys(found) if is_code else found)
-    return tokens
-
-
-def _name_tokens(source: str, vocabulary: dict[str, int]) -> list[str]:
-    """Terms of a file's name ("static-files.md", "staticfiles.md": "static", "file")."""
-    stem = source.rsplit("/", 1)[-1].rsplit(".", 1)[0]
-    found = tokenize(re.sub(r"[-_.]+", " ", stem))
-    for word in words(stem):
-        found.extend(split_compound(word, vocabulary))
-    return found

@@ -8,12 +8,20 @@ copy in the data folder. A new index that does not open or does not match its ve
 handed over: the old index keeps serving, and `refused` is told why, once for that file or blob.
 The same content under a new file or ETag (a rebuild of unchanged documents) has the same
 version and is not swapped to.
+
+A new version that cannot be fetched (a download cut short, storage unavailable) is not refused:
+it is tried again, after 1 s, then 2, 4, ... up to a minute between tries, until it opens or
+another version takes its place, and meanwhile `behind_since` says since when this replica has
+served an older version than the newest it has seen (`/readyz` shows it). Each look and each
+opening is given up after its deadline (`deadline.within`), so a call that never returns holds
+neither the next look nor the process's exit.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Protocol
@@ -21,6 +29,7 @@ from typing import Protocol
 import anyio
 
 from app.knowledge.artifact import InvalidIndex
+from app.knowledge.deadline import DeadlinePassed, within
 from app.knowledge.index import PassageIndex
 
 logger = logging.getLogger(__name__)
@@ -87,8 +96,15 @@ def source_of(location: str, copy_to: Path) -> IndexSource:
     return BlobSource(location, copy_to) if is_blob_url(location) else FileSource(Path(location), copy_to)
 
 
+#: Waits before the first retry of a version that could not be fetched, doubling each time up to
+#: `RETRY_MAX_SECONDS`: a storage outage is asked about a few times a minute, not every look.
+RETRY_FIRST_SECONDS = 1.0
+RETRY_MAX_SECONDS = 60.0
+
+
 class IndexRefresher:
-    """Swaps to each new version of the index at `source` (see the module)."""
+    """Swaps to each new version of the index at `source` (see the module); each look and each
+    opening is given up after `deadline` seconds."""
 
     def __init__(
         self,
@@ -97,37 +113,76 @@ class IndexRefresher:
         seen: Hashable | None,
         swap: Callable[[PassageIndex], None],
         refused: Callable[[str], None],
+        *,
+        deadline: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = source
         self.version = served.version
         self._seen = seen
         self._swap = swap
         self._refused = refused
+        self._deadline = deadline
+        self._clock = clock
         self._unreachable = False
+        #: A newer version looked at but not served yet, since when, and when to try it again.
+        self._pending: Hashable | None = None
+        self._pending_since = 0.0
+        self._retry_at = 0.0
+        self._backoff = RETRY_FIRST_SECONDS
+
+    @property
+    def behind_since(self) -> float | None:
+        """Since when (by `clock`) a newer version than the one served has been seen and could
+        not be fetched; None while the newest version seen is served (or was refused)."""
+        return None if self._pending is None else self._pending_since
 
     async def check(self) -> bool:
         """Look once; True when a new version was swapped in."""
         try:
-            found = await anyio.to_thread.run_sync(self.source.look)
+            found = await within(self._deadline, self.source.look, name="anvil-index-look")
         except OSError as error:
             if not self._unreachable:  # said once until it answers again
-                logger.warning("index: cannot look for a new version of %s: %s", self.source.name, error)
+                logger.warning(
+                    "index: cannot look for a new version of %s: %s", self.source.name, self._reason(error)
+                )
             self._unreachable = True
             return False
         self._unreachable = False
         if found is None or found == self._seen:
+            self._pending = None  # nothing newer there (any more)
+            return False
+        now = self._clock()
+        if found != self._pending:  # a version not tried yet: at once
+            self._pending, self._pending_since, self._backoff = found, now, RETRY_FIRST_SECONDS
+        elif now < self._retry_at:
             return False
         try:
-            index, seen = await anyio.to_thread.run_sync(self.source.open)
+            index, seen = await within(
+                self._deadline,
+                self.source.open,
+                abandoned=lambda opened: opened[0].close(),
+                name="anvil-index-open",
+            )
         except InvalidIndex as error:
-            self._seen = found
+            self._seen, self._pending = found, None
             self._refused(str(error))
             return False
         except OSError as error:
-            self._seen = found
-            self._refused(f"cannot open {self.source.name}: {error.strerror or error}")
+            # A download cut short, storage unavailable: the same version is tried again, later
+            # and later, until it opens or another takes its place.
+            self._retry_at = now + self._backoff
+            logger.warning(
+                "index: cannot fetch the new version of %s (%s); still serving version %s, trying "
+                "again in %.0f s",
+                self.source.name,
+                self._reason(error),
+                self.version,
+                self._backoff,
+            )
+            self._backoff = min(self._backoff * 2, RETRY_MAX_SECONDS)
             return False
-        self._seen = seen
+        self._seen, self._pending = seen, None
         if index.version == self.version:
             index.close()
             return False
@@ -140,6 +195,12 @@ class IndexRefresher:
         logger.info("index: now serving version %s (%d passages)", index.version, index.passage_count)
         self.version = index.version
         return True
+
+    @staticmethod
+    def _reason(error: OSError) -> str:
+        if isinstance(error, DeadlinePassed):
+            return f"{error} (ANVIL_INDEX_TIMEOUT_SECONDS)"
+        return str(error.strerror if error.strerror and error.filename else error)
 
     async def run(self, interval: float) -> None:
         """`check` every `interval` seconds, until cancelled."""

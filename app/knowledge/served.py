@@ -14,7 +14,9 @@ is swapped in meanwhile.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable
+import os
+import time
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +24,11 @@ from pathlib import Path
 import anyio
 
 from app.knowledge.artifact import InvalidIndex
-from app.knowledge.build import EmbeddingCancelled, PendingVectors, open_cached
+from app.knowledge.corpus_cache import EmbeddingCancelled, PendingVectors, open_cached
+from app.knowledge.deadline import DeadlinePassed, within
 from app.knowledge.index import PassageIndex
-from app.knowledge.refresh import IndexRefresher, IndexSource, source_of
+from app.knowledge.refresh import IndexRefresher, source_of
+from app.knowledge.regular_files import kind
 from app.knowledge.vectors import PassageEmbedder
 from app.private_files import private_folder
 from app.settings.engines import EngineSettings
@@ -35,7 +39,9 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ServedFacts:
     """What the index served now is: its version ("" for one built in memory), its passages and
-    documents, when it was built, the embedder of its vectors and how many passages have theirs."""
+    documents, when it was built, the embedder of its vectors and how many passages have theirs;
+    and for how long (seconds) a newer version has been seen and could not be fetched (None: the
+    newest seen is served)."""
 
     version: str
     passages: int
@@ -43,6 +49,7 @@ class ServedFacts:
     built_at: float | None
     embedder: str | None
     embedded: int
+    behind: float | None = None
     #: What the knowledge is called and what it covers (None: nobody said).
     name: str | None = None
     description: str | None = None
@@ -80,6 +87,8 @@ class ServedIndex:
         self.naming = naming or Naming()
         #: The vectors still being embedded for the index served, if any.
         self.pending: PendingVectors | None = None
+        #: What looks for new versions of it, if anything does.
+        self.refresher: IndexRefresher | None = None
 
     @property
     def index(self) -> PassageIndex:
@@ -100,6 +109,7 @@ class ServedIndex:
             # Counted as served with vectors once swapped in, not as the last batch ends.
             done = served.passage_count - pending.missing + pending.done
             embedded = max(0, min(done, served.passage_count - 1))
+        since = None if self.refresher is None else self.refresher.behind_since
         return ServedFacts(
             served.version,
             served.passage_count,
@@ -107,6 +117,7 @@ class ServedIndex:
             served.built_at,
             self.embedder,
             embedded,
+            None if since is None else max(0.0, time.monotonic() - since),
             *self.naming.of(served),
         )
 
@@ -129,9 +140,19 @@ async def open_served(
         private_folder(cache_dir)
         source = source_of(settings.index, cache_dir)
         try:
-            index, seen = await anyio.to_thread.run_sync(source.open)
+            index, seen = await within(
+                settings.index_timeout_seconds,
+                source.open,
+                abandoned=lambda opened: opened[0].close(),
+                name="anvil-index-open",
+            )
         except InvalidIndex as error:
             raise RuntimeError(f"ANVIL_INDEX: {error}") from None
+        except DeadlinePassed as error:
+            raise RuntimeError(
+                f"ANVIL_INDEX: {settings.index} was not opened: {error}: check that it can be reached, "
+                "or raise ANVIL_INDEX_TIMEOUT_SECONDS for an index that takes longer to download"
+            ) from None
         except OSError as error:
             reason = error.strerror if error.strerror and error.filename else str(error)
             raise RuntimeError(f"ANVIL_INDEX: cannot open {settings.index}: {reason}") from None
@@ -143,13 +164,21 @@ async def open_served(
         served = ServedIndex(index, name, naming_of(settings))
         stack.callback(served.close)
         if settings.index_refresh_seconds:
-            await _refresh(served, source, seen, settings.index_refresh_seconds, stack, refused)
+            refresher = IndexRefresher(
+                source,
+                index,
+                seen,
+                served.swap,
+                _refuse(served, refused),
+                deadline=settings.index_timeout_seconds,
+            )
+            await _refresh(served, refresher, settings.index_refresh_seconds, stack)
         return served
     corpus = settings.corpus_path()
     if not corpus.is_dir():
-        raise RuntimeError(f"ANVIL_CORPUS_DIR: {corpus} is not a folder of documents")
+        raise RuntimeError(f"ANVIL_CORPUS_DIR: {_not_a_folder(corpus)}")
     index, pending = await anyio.to_thread.run_sync(
-        open_cached, corpus, cache_dir, settings.corpus_site, embedder
+        open_cached, corpus, cache_dir, settings.corpus_site, embedder, settings.max_document_bytes
     )
     served = ServedIndex(index, name, naming_of(settings))
     stack.callback(served.close)
@@ -209,23 +238,35 @@ async def _embed_in_background(served: ServedIndex, pending: PendingVectors, sta
     stack.callback(pending.cancel)
 
 
-async def _refresh(
-    served: ServedIndex,
-    source: IndexSource,
-    seen: Hashable | None,
-    interval: float,
-    stack: AsyncExitStack,
-    refused: Callable[[], None],
-) -> None:
-    """Swap `served` to each new version of the index at `source`, looked for every `interval`
-    seconds until the stack closes; a new version that cannot be served is warned of."""
+def _refuse(served: ServedIndex, refused: Callable[[], None]) -> Callable[[str], None]:
+    """What hears that a new version cannot be served: a warning, and `refused`."""
 
     def refuse(reason: str) -> None:
         logger.warning("index: kept serving version %s: %s", served.index.version, reason)
         refused()
 
-    refresher = IndexRefresher(source, served.index, seen, served.swap, refuse)
+    return refuse
+
+
+async def _refresh(
+    served: ServedIndex, refresher: IndexRefresher, interval: float, stack: AsyncExitStack
+) -> None:
+    """Swap `served` to each new version `refresher` finds, looked for every `interval` seconds
+    until the stack closes."""
+    served.refresher = refresher
     tasks = await stack.enter_async_context(anyio.create_task_group())
     tasks.start_soon(refresher.run, interval)
-    # Closed first (last in): the refreshing stops before the task group waits for it.
+    # Closed first (last in): the refreshing stops before the task group waits for it; a look or
+    # an opening under way is not waited for (`deadline.within`).
     stack.callback(tasks.cancel_scope.cancel)
+
+
+def _not_a_folder(path: Path) -> str:
+    """Why `path` is not a folder of documents, in words."""
+    try:
+        found = kind(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return f"{path} does not exist: give a folder of documents"
+    except OSError as error:
+        return f"{path} cannot be looked at ({error.strerror or error}): give a folder of documents"
+    return f"{path} is {found}, not a folder of documents: give a folder of documents"

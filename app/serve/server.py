@@ -4,7 +4,8 @@
 with one line saying what to pass instead, not after the index is built), builds the app
 (`app.main.create_app`) and runs it until SIGTERM or SIGINT; `server_for` is the uvicorn server it
 runs, on its own so its settings can be checked. "Anvil ready" is said once the app has started
-and its socket is being served, never before.
+and its socket is being served, never before. A stop signal always ends the process: within
+`ANVIL_DRAIN_SECONDS` plus `STOP_GRACE_SECONDS`, even when something it waits for never returns.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import errno
 import gc
 import logging
+import os
 import signal
 import socket
+import threading
 from typing import Any
 
 import uvicorn
@@ -36,6 +39,12 @@ GC_THRESHOLDS = (2_000, 20, 100)
 EXIT_NOT_STARTED = 3
 #: How many connections may wait to be accepted (uvicorn's own default).
 BACKLOG = 2048
+#: After a stop signal, the drain (`ANVIL_DRAIN_SECONDS`) and then at most this long for the rest of
+#: the shutdown (closing the store, the index): a call that never returns (a start-up waiting on
+#: storage that does not answer) does not keep the process from ending.
+STOP_GRACE_SECONDS = 5.0
+#: Exit status when the process was ended that way, past its drain and grace.
+EXIT_STOPPED_LATE = 1
 
 logger = logging.getLogger("app.serve")
 
@@ -96,10 +105,14 @@ def settle_heap() -> None:
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, api: FastAPI, ready: str | None) -> None:
+    def __init__(
+        self, config: uvicorn.Config, api: FastAPI, ready: str | None, stop_within: float | None
+    ) -> None:
         super().__init__(config)
         self._api = api
         self._ready = ready
+        self._stop_within = stop_within
+        self._deadline: threading.Timer | None = None
 
     async def startup(self, sockets: Any = None) -> None:
         await super().startup(sockets)
@@ -110,15 +123,39 @@ class _Server(uvicorn.Server):
     def handle_exit(self, sig: int, frame: Any) -> None:
         # Readiness fails from the first signal on, while requests in flight finish.
         self._api.state.draining = True
+        if self._deadline is None and self._stop_within is not None:
+            self._deadline = threading.Timer(self._stop_within, _stop_now, args=(self._stop_within,))
+            self._deadline.daemon = True
+            self._deadline.start()
         super().handle_exit(sig, frame)
 
 
+def _stop_now(limit: float) -> None:
+    """The process's end, `limit` seconds after the first stop signal, whatever still runs."""
+    logger.error(
+        "Anvil did not stop within %.0f s of the stop signal (ANVIL_DRAIN_SECONDS, then %.0f s for "
+        "the rest): a call that does not return holds it; exiting now",
+        limit,
+        STOP_GRACE_SECONDS,
+    )
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    os._exit(EXIT_STOPPED_LATE)
+
+
 def server_for(
-    api: FastAPI, *, bind: ServeSettings, limits: HttpLimits, log_level: LogLevel, ready: str | None = None
+    api: FastAPI,
+    *,
+    bind: ServeSettings,
+    limits: HttpLimits,
+    log_level: LogLevel,
+    ready: str | None = None,
+    own_process: bool = False,
 ) -> uvicorn.Server:
     """The uvicorn server for `api`: bound as `bind` says, behind the front door with `limits`,
     its readiness failing from the first stop signal on, and the heap settled once it has started
-    (when it logs `ready`)."""
+    (when it logs `ready`). With `own_process` (the process is the server's alone), the process
+    ends at the latest `STOP_GRACE_SECONDS` after its drain, once a stop signal has come."""
     config = uvicorn.Config(
         api,
         host=bind.host,
@@ -145,7 +182,7 @@ def server_for(
         limit_concurrency=limits.max_concurrent_requests,
         timeout_graceful_shutdown=limits.drain_seconds,
     )
-    return _Server(config, api, ready)
+    return _Server(config, api, ready, limits.drain_seconds + STOP_GRACE_SECONDS if own_process else None)
 
 
 def serve(settings: Settings) -> int:
@@ -169,7 +206,12 @@ def serve(settings: Settings) -> int:
     )
     with listener:
         server = server_for(
-            create_app(settings), bind=settings, limits=settings, log_level=settings.log_level, ready=ready
+            create_app(settings),
+            bind=settings,
+            limits=settings,
+            log_level=settings.log_level,
+            ready=ready,
+            own_process=True,
         )
         # uvicorn raises the stop signal again once it has drained, for the handler that was there
         # before it: a no-op here, so that a requested stop is a clean exit (status 0).

@@ -62,6 +62,15 @@ class EngineSettings(Part):
             "each cited passage then carries a `url` to its page and heading."
         ),
     )
+    max_document_bytes: int = Field(
+        8 << 20,
+        ge=1024,
+        le=1 << 30,
+        description=(
+            "Largest document read from `ANVIL_CORPUS_DIR` (or by `anvil index`), in bytes; a larger "
+            "one is skipped with a warning naming it, without being read."
+        ),
+    )
     index: str | None = Field(
         None,
         description=(
@@ -86,6 +95,16 @@ class EngineSettings(Part):
         description=(
             "How often a served `ANVIL_INDEX` file is checked for a new version, which is swapped "
             "in without a restart; 0 checks never."
+        ),
+    )
+    index_timeout_seconds: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,
+        description=(
+            "Longest one look at `ANVIL_INDEX`, or one opening of it (a download or copy, and its "
+            "check), may take: at start-up, start-up then fails; later, the look or the new version "
+            "is tried again."
         ),
     )
     openai_base_url: str | None = Field(

@@ -20,6 +20,16 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi")
 #: The SDK logs every stateless request's transport teardown at INFO: noise, not news.
 QUIET_LOGGERS = ("mcp.server.streamable_http", "mcp.server.streamable_http_manager")
+#: The Azure SDKs (Blob Storage, identity, Cosmos DB) log every request at INFO, its URL and
+#: headers with it (a replica looking for a new index every second wrote 42 records in 20 s):
+#: warnings and errors only, unless `ANVIL_LOG_LEVEL=debug`.
+AZURE_LOGGERS = ("azure",)
+#: What logs each request's and answer's headers: not even at debug, since some of their values
+#: are logged as they are.
+AZURE_HTTP_LOGGERS = (
+    "azure.core.pipeline.policies.http_logging_policy",
+    "azure.cosmos._cosmos_http_logging_policy",
+)
 
 
 #: Attributes of every record; anything else on a record was passed as `extra` and is kept.
@@ -88,5 +98,9 @@ def configure_logging(settings: LoggingSettings) -> None:
     # loggers gets one; uvicorn's own configuration, applied later, keeps existing filters.
     for name in SERVER_LOGGERS:
         install_redactor(logging.getLogger(name))
-    for name in QUIET_LOGGERS:
+    for name in QUIET_LOGGERS + AZURE_HTTP_LOGGERS:
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    for name in AZURE_LOGGERS:
+        logging.getLogger(name).setLevel(
+            root.level if settings.log_level == "debug" else max(logging.WARNING, root.level)
+        )

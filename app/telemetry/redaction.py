@@ -3,7 +3,8 @@
 Anvil itself never logs a token, but libraries log what they are given (a tool's error text, an
 exception message quoting a header), so a filter on every handler removes anything that looks
 like a credential: JWT-shaped strings (`eyJ...` in three or more base64url segments), the value
-after `Bearer`, and `access_token=`-style parameters.
+after `Bearer`, `access_token=`-style parameters, and Azure Storage's signatures (a SAS URL's
+`sig=`, a `SharedKey account:signature` header).
 """
 
 from __future__ import annotations
@@ -22,12 +23,17 @@ _TOKEN_PARAMETER = re.compile(
     r"\b(access_token|id_token|refresh_token|client_secret)([\"']?\s*[=:]\s*[\"']?)[^\s&\"',;]+",
     re.IGNORECASE,
 )
+# A shared access signature's signature in a URL, and a Shared Key request signature (Azure Storage).
+_SAS_SIGNATURE = re.compile(r"([?&]sig=)[^\s&\"',;]+", re.IGNORECASE)
+_SHARED_KEY = re.compile(r"\b(SharedKey(?:Lite)?)\s+[^\s:]+:[A-Za-z0-9+/=%]+")
 
 
 def redact(text: str) -> str:
     """`text` with every token-shaped part replaced by `[REDACTED]`."""
     text = _JWT.sub(REDACTED, text)
     text = _BEARER.sub(rf"\1 {REDACTED}", text)
+    text = _SAS_SIGNATURE.sub(rf"\1{REDACTED}", text)
+    text = _SHARED_KEY.sub(rf"\1 {REDACTED}", text)
     return _TOKEN_PARAMETER.sub(rf"\1\2{REDACTED}", text)
 
 

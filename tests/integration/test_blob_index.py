@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 from support.anvil_server import AnvilServer, run_anvil
 from support.anvil_server import anvil_run as anvil
-from support.azurite import Azurite
+from support.azurite import Azurite, storage_secrets
 
 CONNECTION = "AZURE_STORAGE_CONNECTION_STRING"
 
@@ -78,6 +78,7 @@ def test_an_index_uploaded_to_blob_storage_is_served_and_replaced_without_a_rest
             time.sleep(0.05)
         assert index_version(server) == version and "Monsoon" in answer(server, "When do monsoon winds turn?")
     assert f"index: kept serving version {version}: {url}" in server.log()
+    assert storage_secrets(server.log()) == []
 
 
 def test_a_blob_that_is_not_there_stops_start_up_with_what_to_do(azurite: Azurite, tmp_path: Path) -> None:
@@ -106,6 +107,7 @@ def test_documents_under_a_blob_prefix_are_indexed_as_a_folder_would_be(
             b"<html><nav>Menu</nav><h1>Flags</h1><p>The verbose flag logs more.</p></html>"
         ),
         "team/notes/legacy.md": b"\xff\xfe not text",
+        "team/notes/huge.md": b"# Huge\n\n" + b"A generated page. " * 12_000,
         "elsewhere/other.md": b"# Other\n\nNot under the prefix.\n",
     }
     with ContainerClient.from_connection_string(azurite.connection_string(), "docs") as container:
@@ -113,10 +115,21 @@ def test_documents_under_a_blob_prefix_are_indexed_as_a_folder_would_be(
             container.upload_blob(name, data, overwrite=True)
     target = tmp_path / "team.anvilidx"
     prefix = azurite.url("docs", "team")
-    ran = anvil("index", prefix, "--output", str(target), **{CONNECTION: azurite.connection_string()})
+    ran = anvil(
+        "index",
+        prefix,
+        "--output",
+        str(target),
+        **{CONNECTION: azurite.connection_string()},
+        ANVIL_MAX_DOCUMENT_BYTES="100000",
+    )
     assert ran.returncode == 0, ran.stderr
     assert "indexed 2 files" in ran.stderr
     assert f"corpus: skipped {prefix}/notes/legacy.md: it is not UTF-8 text" in ran.stderr
+    assert (
+        f"corpus: skipped {prefix}/notes/huge.md: it is 0.2 MB, more than ANVIL_MAX_DOCUMENT_BYTES (0.1 MB): "
+        "split it, or raise ANVIL_MAX_DOCUMENT_BYTES"
+    ) in ran.stderr
 
     from app.knowledge.index import PassageIndex
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.anvil_server import AnvilServer, run_anvil
+from support.azurite import azurite_fixture
 from support.corpus_files import make_corpus, make_outside
 from support.cosmos import CosmosServer, run_cosmos_server
 from support.file_modes import bound_by_file_modes
@@ -16,6 +17,8 @@ from support.history_cluster import Cluster, model_env, model_server, write_corp
 from support.openai_server import FakeOpenAI
 from support.races import SETUPS, Setup
 from support.raw_http import front_door_server
+
+__all__ = ["azurite_fixture"]
 
 
 @pytest.fixture(scope="package")

@@ -37,6 +37,15 @@ JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxMjMifQ.c2lnbmF0dXJlLWJ5dGVz"
         ('{"refresh_token": "r-123"}', f'{{"refresh_token": "{REDACTED}"}}'),
         ("eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0.", REDACTED),
         ("nothing secret here, eyJ alone is fine", "nothing secret here, eyJ alone is fine"),
+        (
+            "GET https://acct.blob.core.windows.net/c/i?sv=2024-11-04&sr=b&sig=abc%2Bdef%3D&se=x",
+            f"GET https://acct.blob.core.windows.net/c/i?sv=2024-11-04&sr=b&sig={REDACTED}&se=x",
+        ),
+        (
+            "'Authorization': 'SharedKey devstoreaccount1:a2V5+/c2ln=='",
+            f"'Authorization': 'SharedKey {REDACTED}'",
+        ),
+        ("design=compact; signature=none", "design=compact; signature=none"),
     ],
 )
 def test_redact(text: str, expected: str) -> None:

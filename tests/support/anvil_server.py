@@ -170,7 +170,7 @@ def run_anvil(
 @functools.cache
 def _docs_index() -> Path:
     """The bundled docs' index, built once per test process by the product's own cache."""
-    from app.knowledge.build import index_folder
+    from app.knowledge.corpus_cache import index_folder
     from app.settings.engines import EngineSettings
 
     cache = Path(tempfile.mkdtemp(prefix="anvil-docs-index-"))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 from azure.storage.blob import BlobServiceClient
 
 from support.anvil_server import free_port, stop
@@ -104,3 +105,37 @@ def _wait_until_answering(azurite: Azurite, process: subprocess.Popen[bytes], lo
                 pass
             time.sleep(0.05)  # polling interval of a readiness probe, not synchronisation
     raise RuntimeError(f"azurite-blob did not answer in {START_TIMEOUT}s:\n{log_path.read_text()}")
+
+
+@pytest.fixture(scope="module", name="azurite")
+def azurite_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    """Azurite, started for the module, with the `indexes` and `docs` containers; `npm ci`
+    installs it, and a test that needs it fails (never skips) without it. Imported by the
+    conftest of each folder whose tests use it."""
+    problem = not_installed()
+    if problem is not None:
+        pytest.fail(problem)
+    with run_azurite(tmp_path_factory.mktemp("azurite")) as server:
+        for container in ("indexes", "docs"):
+            server.create_container(container)
+        yield server
+
+
+#: What no log line may hold: a request's or answer's headers, a signature, the account key.
+_NEVER_LOGGED = (
+    "Request URL",
+    "Request headers",
+    "Response headers",
+    "x-ms-",
+    "User-Agent",
+    "Authorization",
+    "SharedKey",
+    "sig=",
+    "AccountKey",
+    ACCOUNT_KEY,
+)
+
+
+def storage_secrets(log: str) -> list[str]:
+    """The lines of `log` that hold a Blob Storage request's URL, a header, or a credential."""
+    return [line for line in log.splitlines() if any(mark in line for mark in _NEVER_LOGGED)]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from app.domain.ports import Embedder
 from app.engines.retrieval.engine import RetrievalEngine
-from app.knowledge.build import index_folder
 from app.knowledge.corpus import CorpusPassage
+from app.knowledge.corpus_cache import index_folder
 from app.knowledge.index import PassageIndex
 
 

@@ -108,6 +108,7 @@ class RetrievalEngine:
             embedded=facts.embedded,
             name=facts.name,
             description=facts.description,
+            behind=facts.behind,
         )
 
     async def search(self, text: str, max_results: int) -> list[Passage]:

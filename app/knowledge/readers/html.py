@@ -11,6 +11,12 @@ attribute, `aria-hidden="true"`, or an inline style of `display: none` or `visib
 
 Tags a page leaves open are closed as browsers close them (a `p` by the next block, an `li` by
 the next `li`, the `head` by the first tag of the body), so a page with sloppy markup still reads.
+
+Elements are read nested at most `MAX_DEPTH` deep: the tags of deeper ones are passed over and
+their text is text of the element at that depth (an element left out is still left out), with
+one warning; lists are written nested at most `markup.MAX_LIST_DEPTH` deep. Code inside code is
+one code span, the outermost's. So a page of unclosed elements in elements is read in time and
+space linear in its length.
 """
 
 from __future__ import annotations
@@ -22,13 +28,28 @@ from html.parser import HTMLParser
 
 from app.knowledge.corpus import CorpusFile
 from app.knowledge.readers.markup import (
+    DEEP_LISTS_WARNING,
+    Heard,
     Markdown,
     UnreadableDocument,
+    Warn,
     code_span,
     escape,
     file_name,
     unescape,
 )
+
+#: Elements nested deeper than this are read as text of the element at this depth.
+MAX_DEPTH = 100
+#: What a reader is told of a page whose elements nest deeper than that.
+DEEP_ELEMENTS_WARNING = (
+    f"its elements nest more than {MAX_DEPTH} deep; what is deeper is read as text of the element at "
+    f"depth {MAX_DEPTH}"
+)
+#: A page this long or longer is fed to the parser in this many pieces, its progress told
+#: after each; a shorter one at once.
+_PIECES = 32
+_PIECEWISE_FROM = 1 << 20
 
 #: Elements left out with everything in them.
 DROPPED = frozenset(
@@ -67,22 +88,35 @@ _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 _SPACE = re.compile(r"\s+")
 
 
-def read_html(text: str, source: str) -> CorpusFile:
-    """The HTML document `source` holding `text`, as Markdown-shaped text of what it shows.
+def read_html(text: str, source: str, *, heard: Heard | None = None, warn: Warn | None = None) -> CorpusFile:
+    """The HTML document `source` holding `text`, as Markdown-shaped text of what it shows;
+    `heard` hears the share of a large one read, `warn` once of each nesting read as text.
 
     Its title is its `<title>`, else its first `<h1>`, else the file name. Raises
     `UnreadableDocument` when the parser gives up on the text.
     """
     page = _Page()
     try:
-        page.feed(text)
+        if heard is None or len(text) < _PIECEWISE_FROM:
+            page.feed(text)
+        else:
+            size = -(-len(text) // _PIECES)
+            for start in range(0, len(text), size):
+                page.feed(text[start : start + size])
+                heard(min(1.0, (start + size) / len(text)))
         page.close()
     except Exception as error:  # the parser raises AssertionError (and others) on markup it gives up on
         raise UnreadableDocument(
             f"the HTML parser gives up on it ({type(error).__name__}: {error}): correct that markup"
         ) from None
     title = " ".join(page.title.split()) or page.first_h1 or file_name(source)
-    return CorpusFile(source=source, title=title, text=page.out.render())
+    rendered = page.out.render()
+    if warn is not None:
+        if page.too_deep:
+            warn(DEEP_ELEMENTS_WARNING)
+        if page.deep_lists or page.out.too_deep:
+            warn(DEEP_LISTS_WARNING)
+    return CorpusFile(source=source, title=title, text=rendered)
 
 
 @dataclass
@@ -120,15 +154,22 @@ class _Page(HTMLParser):
         self._lists: list[list[int] | None] = []  # for each list open: [next number], or None
         self._tables: list[_Table] = []
         self._title_text: list[str] | None = None
+        #: Whether elements nested deeper than `MAX_DEPTH`, or lists (in a table cell) deeper than
+        #: `markup.MAX_LIST_DEPTH`, were read as text.
+        self.too_deep = False
+        self.deep_lists = False
 
     # The parser's callbacks.
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._counts["head"] and tag not in _HEAD:
             self._close("head")
-        if tag in _IMPLIED:
+        # At the cap, a tag closes nothing and starts nothing (what it holds is text of the element
+        # open), so that no start looks further back than `MAX_DEPTH` elements.
+        deep = len(self._open) >= MAX_DEPTH
+        if tag in _IMPLIED and not deep:
             self._close_implied(*_IMPLIED[tag])
-        if tag in _BLOCKS and self._pre is None:
+        if tag in _BLOCKS and self._pre is None and not deep:
             self._close_implied(*_P)
         attributes = dict(attrs)
         dropped = self._dropped() or tag in DROPPED or _hidden(attributes)
@@ -137,11 +178,14 @@ class _Page(HTMLParser):
                 self._void(tag)
             return
         entry = _Open(tag, dropped, root=dropped and not self._dropped())
+        self._open.append(entry)
+        self._counts[tag] += 1
+        if deep:
+            self.too_deep = True
+            return
         if tag == "title" and entry.root and not self.title and self._title_text is None:
             entry.title = True
             self._title_text = []
-        self._open.append(entry)
-        self._counts[tag] += 1
         if not dropped:
             entry.did = self._start(tag, attributes)
 
@@ -230,7 +274,8 @@ class _Page(HTMLParser):
             return
         if did == "code":
             at = min(self._code.pop(), len(self._inline))
-            self._inline[at:] = [code_span("".join(self._inline[at:]))]
+            if not self._code:  # code in code is the outermost's span, not a span in a span
+                self._inline[at:] = [code_span("".join(self._inline[at:]))]
             return
         if did:
             self._flush()
@@ -242,7 +287,7 @@ class _Page(HTMLParser):
             self._lists.pop()
             self._writer().end_list()
         elif did == "cell":
-            self._writers.pop()
+            self.deep_lists |= self._writers.pop().too_deep
         elif did == "table":
             self._place(self._tables.pop())
 

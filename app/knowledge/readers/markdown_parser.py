@@ -11,6 +11,14 @@ Two block rules of MkDocs sites have no plugin and are written here:
 
 An MDX document has no indented code (MDX turns it off, so indented prose inside a component is
 prose), so its parser does without it.
+
+markdown-it stops reading a container nested deeper than its `maxNesting` (20 levels of tokens:
+about nine lists in lists, or nineteen quotes in quotes) and drops the rest of it without a word.
+Here the first block rule (`_watch`) reads a container two levels short of that (8 lists in
+lists and 17 quotes in quotes are read as they nest) as one paragraph of text to its end instead,
+and notes it in the parse's `env[TOO_DEEP]`; it also tells `env[HEARD]`, if given, how far the
+parse has come ("blocks": characters of the text; "inlines": inline tokens parsed), so that a
+large document can show its progress.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from functools import cache
 from markdown_it import MarkdownIt
 from markdown_it.ruler import RuleOptionsType
 from markdown_it.rules_block import StateBlock
+from markdown_it.rules_core import StateCore
 from mdit_py_plugins.admon import admon_plugin
 from mdit_py_plugins.container import container_plugin
 from mdit_py_plugins.footnote import footnote_plugin
@@ -30,6 +39,13 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 CONTAINER = "container_docusaurus"
 #: The token type of a pymdownx tab, `_open` and `_close` added; its title is in `meta["title"]`.
 TAB = "tab"
+#: The `env` key set when blocks nested too deep were read as text.
+TOO_DEEP = "anvil_too_deep"
+#: The `env` key of what hears (phase, done, of) as a parse goes ("blocks", "inlines").
+HEARD = "anvil_heard"
+#: How many levels of tokens below markdown-it's `maxNesting` a container is still read as one:
+#: a list item's paragraph needs two (the paragraph and its inline text).
+_ROOM = 2
 
 _DIRECTIVE = re.compile(r":::[ \t]+\S+[ \t]*$")
 _TAB = re.compile(r'===[+!]?[ \t]+"([^"]*)"[ \t]*$')
@@ -59,6 +75,8 @@ def _build(*, mdx: bool) -> MarkdownIt:
     md.block.ruler.before("fence", TAB, _tab, _INTERRUPTS)
     if mdx:
         md.disable("code")
+    md.block.ruler.before(md.block.ruler.get_all_rules()[0], "anvil_watch", _watch)
+    md.core.ruler.at("inline", _inlines)
     # Escapes and entities stay tokens of their own (`text_special`), so that `\\<b>` and
     # `&lt;b&gt;` can be told from a tag-like run of text that is not valid HTML.
     return md.disable("text_join")
@@ -70,6 +88,41 @@ def front_matter_parser() -> MarkdownIt:
     md = MarkdownIt("zero").use(front_matter_plugin)
     md.disable(["inline", "text_join"])
     return md
+
+
+def _watch(state: StateBlock, start: int, end: int, silent: bool) -> bool:
+    """The progress of the parse, told at each top-level block; and a container nested too deep
+    for the parser, read to its end as one paragraph of text (see the module)."""
+    if state.level == 0:
+        heard = state.env.get(HEARD)
+        if heard is not None:
+            heard("blocks", state.bMarks[start], len(state.src))
+        return False
+    if silent or state.level < state.md.options.maxNesting - _ROOM:
+        return False
+    token = state.push("paragraph_open", "p", 1)
+    token.map = [start, end]
+    token = state.push("inline", "", 0)
+    token.content = state.getLines(start, end, state.blkIndent, False).strip()
+    token.map = [start, end]
+    token.children = []
+    state.push("paragraph_close", "p", -1)
+    state.line = end
+    state.env[TOO_DEEP] = True
+    return True
+
+
+def _inlines(state: StateCore) -> None:
+    """markdown-it's own inline pass (each inline token parsed into its children), telling
+    `env[HEARD]` how far it is."""
+    heard = state.env.get(HEARD)
+    for number, token in enumerate(state.tokens):
+        if token.type == "inline":
+            if token.children is None:
+                token.children = []
+            state.md.inline.parse(token.content, state.md, state.env, token.children)
+            if heard is not None and number % 256 == 0:
+                heard("inlines", number, len(state.tokens))
 
 
 def _line(state: StateBlock, line: int) -> str:

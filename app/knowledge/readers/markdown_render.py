@@ -22,12 +22,15 @@ Headings inside a list item or a table cell are text there; every other heading 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 from markdown_it.tree import SyntaxTreeNode
 
-from app.knowledge.readers.markdown_parser import CONTAINER, TAB, outline_parser, parser
+from app.knowledge.readers.markdown_parser import CONTAINER, HEARD, TAB, TOO_DEEP, outline_parser, parser
+from app.knowledge.readers.markup import Heard, Warn
 from app.knowledge.readers.mdx import strip_mdx
 
 
@@ -47,12 +50,14 @@ class Heading:
 Block = Heading | str
 
 # Heading attributes as MkDocs (`{: #id .class}`) and Docusaurus (`{#id}`) write them.
-_ATTRIBUTES = re.compile(r"\s*\{\s*[:#.][^{}]*\}\s*$")
+_ATTRIBUTES = re.compile(r"\{\s*[:#.][^{}]*\}")
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 _RAW_TEXT = re.compile(r"<(script|style)\b.*?(?:</\1\s*>|\Z)", re.S | re.I)
 _TAG = re.compile(
     r"</?([A-Za-z][\w.:-]*)(?:\s[^<>]*?)?/?>|<>|</>|<\?.*?\?>|<![A-Za-z][^>]*>|<!\[CDATA\[.*?\]\]>", re.S
 )
+# The tags of `_TAG` that end before the next `<`; `_without_tags` finds the others' ends itself.
+_SIMPLE_TAG = re.compile(r"</?([A-Za-z][\w.:-]*)(?:\s[^<>]*?)?/?>|<>|</>")
 # Tags that break a line where they stand: dropping them must not run two cells' words together.
 _BREAKING = re.compile(
     r"address|article|aside|blockquote|br|caption|dd|details|div|dl|dt|figcaption|figure|footer|h[1-6]|"
@@ -66,14 +71,35 @@ _TRANSPARENT = frozenset({"blockquote", "footnote_block", "footnote", CONTAINER}
 _MAX_DEPTH = 2
 
 
-def document_blocks(markdown: str, *, mdx: bool = False) -> list[Block]:
-    """The blocks of `markdown`, in reading order."""
-    return _Writer(mdx).blocks(_prepare(markdown, mdx=mdx), depth=0)
+#: What a reader is told of a document whose containers nest deeper than the parser reads.
+TOO_DEEP_WARNING = (
+    "its lists, quotes or admonitions nest deeper than the Markdown parser reads (8 lists in lists, "
+    "17 quotes in quotes); what lies deeper is read as plain text"
+)
+#: How the parse's phases share the progress of a document: its blocks, its inline text, and
+#: writing its top-level blocks out.
+_SHARES = {"blocks": (0.0, 0.15), "inlines": (0.15, 0.55), "writing": (0.7, 0.3)}
 
 
-def first_title(markdown: str, *, mdx: bool = False) -> str | None:
-    """The text of the first level-1 heading of `markdown` outside lists, if there is one."""
-    tokens = outline_parser(mdx=mdx).parse(_prepare(markdown, mdx=mdx))
+def document_blocks(
+    markdown: str, *, mdx: bool = False, heard: Heard | None = None, warn: Warn | None = None
+) -> list[Block]:
+    """The blocks of `markdown`, in reading order; `heard` hears the share of it done as it goes,
+    `warn` once that a part of it nested too deep was read as text."""
+    env: dict[str, Any] = {}
+    if heard is not None:
+        env[HEARD] = lambda phase, done, of: heard(_SHARES[phase][0] + _SHARES[phase][1] * done / max(1, of))
+    blocks = _Writer(mdx, env).blocks(_prepare(markdown, mdx=mdx), depth=0)
+    if env.get(TOO_DEEP) and warn is not None:
+        warn(TOO_DEEP_WARNING)
+    return blocks
+
+
+def first_title(markdown: str, *, mdx: bool = False, heard: Heard | None = None) -> str | None:
+    """The text of the first level-1 heading of `markdown` outside lists, if there is one;
+    `heard` hears the share of the document read as it goes."""
+    env: dict[str, Any] = {} if heard is None else {HEARD: lambda _, done, of: heard(done / max(1, of))}
+    tokens = outline_parser(mdx=mdx).parse(_prepare(markdown, mdx=mdx), env)
     in_list = 0
     for n, token in enumerate(tokens):
         if token.type == "list_item_open":
@@ -93,21 +119,29 @@ def _prepare(markdown: str, *, mdx: bool) -> str:
 
 
 class _Writer:
-    """Writes a syntax tree back as blocks; `mdx` says which parser reads HTML's text again."""
+    """Writes a syntax tree back as blocks; `mdx` says which parser reads HTML's text again, `env`
+    is every parse's (what it noted, and what hears its progress)."""
 
-    def __init__(self, mdx: bool) -> None:
+    def __init__(self, mdx: bool, env: dict[str, Any]) -> None:
         self.mdx = mdx
+        self.env = env
 
     def blocks(self, markdown: str, *, depth: int, flat: bool = False) -> list[Block]:
         """The blocks of `markdown`, parsed `depth` times over (HTML's text is parsed again)."""
-        return self.nodes(SyntaxTreeNode(parser(mdx=self.mdx).parse(markdown)).children, depth, flat)
+        tokens = parser(mdx=self.mdx).parse(markdown, self.env)
+        return self.nodes(SyntaxTreeNode(tokens).children, depth, flat)
 
     def nodes(self, nodes: list[SyntaxTreeNode], depth: int, flat: bool) -> list[Block]:
         """The blocks of `nodes`; `flat` (inside a list item) writes headings as text lines."""
         out: list[Block] = []
-        for node in nodes:
+        heard = self.env.get(HEARD) if depth == 0 and not flat else None
+        for number, node in enumerate(nodes):
             kind = node.type
-            after_html = node.previous_sibling is not None and node.previous_sibling.type == "html_block"
+            # By number: `previous_sibling` looks itself up among its siblings, which made a
+            # document's writing quadratic in its number of blocks.
+            after_html = number > 0 and nodes[number - 1].type == "html_block"
+            if heard is not None and number % 256 == 0:
+                heard("writing", number, len(nodes))
             if kind == "code_block" and after_html:
                 # A blank line inside an HTML element ends CommonMark's HTML block; the element's
                 # indented text after it is the HTML's, not an indented code block.
@@ -164,7 +198,7 @@ class _Writer:
 
     def html(self, content: str, depth: int, flat: bool) -> list[Block]:
         """An HTML block's text, its tags, comments, scripts and styles gone, read as Markdown."""
-        text = _TAG.sub(_tag_gap, _RAW_TEXT.sub("", _COMMENT.sub("", content)))
+        text = _without_tags(_RAW_TEXT.sub("", _COMMENT.sub("", content)), _tag_gap)
         # Indentation in HTML is layout, not Markdown: left in, it would make code blocks.
         text = "\n".join(line.strip() for line in text.split("\n"))
         if not text.strip():
@@ -185,8 +219,53 @@ class _Writer:
         return self.blocks(content, depth=depth + 1, flat=flat)
 
 
-def _tag_gap(match: re.Match[str]) -> str:
-    return "\n" if _BREAKING.fullmatch(match.group(1) or "") else ""
+def _tag_gap(name: str | None) -> str:
+    return "\n" if _BREAKING.fullmatch(name or "") else ""
+
+
+def _without_tags(text: str, gap: Callable[[str | None], str] = lambda _: "") -> str:
+    """`text` with every tag-like run of `_TAG` replaced by `gap(its tag name)`, left to right as
+    `_TAG.sub` would, in one pass: a processing instruction, declaration or CDATA section that is
+    never closed is looked for once, not again from every `<` that opens one."""
+    out: list[str] = []
+    at = 0
+    closers: dict[str, int] = {}  # closer -> where it was last found (-1: nowhere after that)
+
+    def closed(closer: str, start: int) -> int:
+        found = closers.get(closer)
+        if found is None or 0 <= found < start:
+            found = closers[closer] = text.find(closer, start)
+        return -1 if found < 0 else found + len(closer)
+
+    position = text.find("<")
+    while position >= 0:
+        end, name = -1, None
+        if simple := _SIMPLE_TAG.match(text, position):
+            end, name = simple.end(), simple.group(1)
+        elif text.startswith("<?", position):
+            end = closed("?>", position + 2)
+        elif text.startswith("<!", position) and text[position + 2 : position + 3].isalpha():
+            end = closed(">", position + 3)
+        elif text.startswith("<![CDATA[", position):
+            end = closed("]]>", position + 9)
+        if end < 0:
+            position = text.find("<", position + 1)
+            continue
+        out.extend([text[at:position], gap(name)])
+        at = end
+        position = text.find("<", end)
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _without_attributes(title: str) -> str:
+    """A heading's text without attributes such as `{#id}` at its end (`_ATTRIBUTES`), found from
+    the last brace rather than from every space."""
+    stripped = title.rstrip()
+    start = stripped.rfind("{")
+    if stripped.endswith("}") and start >= 0 and _ATTRIBUTES.fullmatch(stripped[start:]):
+        return stripped[:start]
+    return title
 
 
 def _inline(node: SyntaxTreeNode) -> str:
@@ -196,7 +275,7 @@ def _inline(node: SyntaxTreeNode) -> str:
         kind = child.type
         if kind == "text":
             # What reads as a tag but is not valid HTML (`<Tabs.Item>`, `<a href=x">`) is markup.
-            parts.append(_TAG.sub("", child.content))
+            parts.append(_without_tags(child.content))
         elif kind == "text_special":
             parts.append(child.content)
         elif kind == "code_inline":
@@ -219,7 +298,7 @@ def _paragraph(inline: SyntaxTreeNode) -> str:
 
 def _heading_title(inline: SyntaxTreeNode) -> str:
     """A heading as cited: its text, attributes such as `{#id}` dropped, spaces collapsed."""
-    return " ".join(_ATTRIBUTES.sub("", _inline(inline)).split())
+    return " ".join(_without_attributes(_inline(inline)).split())
 
 
 def _code_span(content: str) -> str:

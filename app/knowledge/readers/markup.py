@@ -1,14 +1,53 @@
 """What every reader writes with: Markdown-shaped text built block by block (`Markdown`), the
-escaping that keeps text text, and the error a reader raises for a document it cannot read.
+escaping that keeps text text, the error a reader raises for a document it cannot read, and what
+a reader tells its caller as it goes (`Heard`, `Warn`).
 
 The rst, HTML and plain-text readers write Markdown so that the one passage cutter
-(`corpus.file_passages`, which reads its text as CommonMark) cuts every format alike.
+(`corpus.file_passages`, which reads its text as CommonMark) cuts every format alike. Lists are
+written nested at most `MAX_LIST_DEPTH` deep: each level indents every line below it, so a
+document of lists in lists without end would be written quadratically long, and the Markdown
+parser reads about nine levels anyway. The items of deeper lists are lines of text in the
+deepest item.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+
+#: Hears the share of a document read so far (0 to 1), as a reader goes through a large one.
+Heard = Callable[[float], None]
+#: Hears, once for each cause, what a reader did not read as the document says (a nesting cap).
+Warn = Callable[[str], None]
+
+#: How many bytes of a document go by between two reports of its progress.
+HEARD_EVERY = 1 << 18
+
+
+def heard_as_bytes(report: Callable[[int], None], before: int, size: int) -> Heard:
+    """What hears the share of one document of `size` bytes read, and reports it to `report` as
+    bytes of a whole (`before` bytes came before it), every `HEARD_EVERY` bytes or so."""
+    told = before
+
+    def heard(share: float) -> None:
+        nonlocal told
+        at = before + int(size * min(1.0, share))
+        if at - told >= HEARD_EVERY:
+            told = at
+            report(at)
+
+    return heard
+
+
+#: Lists nested deeper than this are written as lines of text in the deepest item.
+MAX_LIST_DEPTH = 8
+#: What a reader is told of a document whose lists nest deeper than that.
+DEEP_LISTS_WARNING = (
+    f"its lists nest more than {MAX_LIST_DEPTH} deep; the items of deeper lists are read as lines of "
+    f"text in the item at depth {MAX_LIST_DEPTH}"
+)
 
 # What Markdown reads as a block's start rather than as text, at the start of a line (indented
 # less than four columns, else it is code or a list's content): a heading, a setext underline or a
@@ -21,7 +60,7 @@ _ORDERED = re.compile(r"\d{1,9}(?=[.)](?:[ \t]|$))")
 # strikethrough, escapes. `_` inside a word (snake_case) is not emphasis and is left alone.
 _INLINE = re.compile(r"[\\`*\[]|(?<![^\W_])_|_(?![^\W_])|<(?=[A-Za-z/!?>])|&(?=#?\w+;)|~(?=~)|(?<=~)~")
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
-_CODE_SPAN = re.compile(r"(?<!\\)(`+).+?\1")
+_TICKS = re.compile(r"`+")
 _TRAILING_HASHES = re.compile(r"(?<=\s)(#+)(?=\s*$)")
 
 
@@ -39,11 +78,45 @@ def unescape(markdown: str) -> str:
     """Inline Markdown as a title cites it: escapes undone, code spans kept as written."""
     out: list[str] = []
     at = 0
-    for span in _CODE_SPAN.finditer(markdown):
-        out.extend([_ESCAPED.sub(r"\1", markdown[at : span.start()]), span.group(0)])
-        at = span.end()
+    for start, end in code_spans(markdown):
+        out.extend([_ESCAPED.sub(r"\1", markdown[at:start]), markdown[start:end]])
+        at = end
     out.append(_ESCAPED.sub(r"\1", markdown[at:]))
     return "".join(out)
+
+
+def code_spans(markdown: str) -> list[tuple[int, int]]:
+    """Where the code spans of inline Markdown are, left to right: a run of backticks (not
+    escaped) up to the next run of exactly as many. Each run's closer is looked up, not searched
+    for again from every opener, so a text of runs that never close is read in one pass."""
+    runs = [(found.start(), found.end() - found.start()) for found in _TICKS.finditer(markdown)]
+    starts: dict[int, list[int]] = {}
+    for start, length in runs:
+        starts.setdefault(length, []).append(start)
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for start, length in runs:
+        if start < at:
+            continue
+        opener, size = start, length
+        if _escaped(markdown, start):  # `\`` is a backtick; the run's rest may open a span
+            opener, size = start + 1, length - 1
+            if not size:
+                continue
+        same = starts.get(size, [])
+        closer = bisect.bisect_right(same, opener + size - 1)
+        if closer < len(same):
+            spans.append((opener, same[closer] + size))
+            at = same[closer] + size
+    return spans
+
+
+def _escaped(text: str, position: int) -> bool:
+    """Whether the character at `position` follows an odd run of backslashes."""
+    run = 0
+    while position - run > 0 and text[position - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
 
 
 def plain_line(line: str, *, lists: bool = True) -> str:
@@ -107,6 +180,8 @@ class Markdown:
     def __init__(self) -> None:
         #: The blocks finished so far, each (kind, text): kind is heading, text, code, list or table.
         self.blocks: list[tuple[str, str]] = []
+        #: Whether a list nested deeper than `MAX_LIST_DEPTH` was written as text.
+        self.too_deep = False
         self._items: list[_Item] = []  # the list items open, outermost first
         self._list: list[str] = []  # the lines of the list being written
 
@@ -145,7 +220,8 @@ class Markdown:
         self.blocks.append(("code", f"{fence}{info}\n{code}\n{fence}"))
 
     def open_item(self, marker: str) -> None:
-        """Start a list item marked `marker` (`- `, `3. `), nested in the item open, if any."""
+        """Start a list item marked `marker` (`- `, `3. `), nested in the item open, if any; past
+        `MAX_LIST_DEPTH`, its text is lines of the item open instead."""
         base = 0
         if self._items:
             parent = self._items[-1]
@@ -153,6 +229,10 @@ class Markdown:
                 # A list right at the start of an item: the item's marker gets a line of its own.
                 self._list.append(" " * parent.base + parent.marker.rstrip())
                 parent.fresh = False
+            if len(self._items) >= MAX_LIST_DEPTH:
+                self.too_deep = True
+                self._items.append(_Item(parent.base, parent.marker, fresh=False))
+                return
             base = parent.indent
         self._items.append(_Item(base, marker))
 

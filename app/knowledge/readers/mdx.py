@@ -13,15 +13,22 @@ Code is found the way MDX finds it, since markdown-it has not run yet: a fence o
 backticks or tildes opens at any indentation (MDX has no indented code, so a fence inside an
 indented component is still a fence) and closes with a like run; a code span is a run of
 backticks closed by a run of the same length within one paragraph.
+
+Where each `{` closes and where each run of backticks is closed are found in one pass over the
+prose and looked up (`_Closers`), never searched for again from each opener: a run of `{` that
+never closes, or of backtick runs that never close, is read in time linear in its length.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _ESM = re.compile(r"^(?:import|export)\s")
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(?:(?!\n[ \t]*\n).)*?(?<!`)\1(?!`)", re.S)
+_TICKS = re.compile(r"`+")
+_BLANK_LINE = re.compile(r"(?=\n[ \t]*\n)")
+_BRACES = re.compile(r"\\.|[{}]", re.S)
 # A JSX tag: a name as JSX spells it (`Tabs.Item`, `svg:path`), attributes (any line breaks
 # included; expressions in them are gone by now), or an empty fragment tag.
 _TAG = re.compile(r"</?[A-Za-z][\w.:-]*(?:\s[^<>]*?)?/?>|<>|</>")
@@ -87,50 +94,73 @@ def _clean(prose: str) -> str:
     """Prose without expressions and tags, read left to right: a code span met first is kept
     as written (`{...}` in it is code), an expression met first is dropped whole (backticks in
     it are JavaScript's)."""
+    closers = _Closers(prose)
     out: list[str] = []
     text: list[str] = []
     position = 0
     while (found := _SPECIAL.search(prose, position)) is not None:
-        text.append(prose[position : found.start()])
+        start = found.start()
+        text.append(prose[position:start])
         char = found.group()
         if char == "\\":
-            text.append(prose[found.start() : found.start() + 2])
-            position = found.start() + 2
+            text.append(prose[start : start + 2])
+            position = start + 2
         elif char == "{":
-            end = _expression_end(prose, found.start())
+            end = closers.brace(start)
             if end is None:
                 text.append(char)
                 position = found.end()
             else:
                 position = end
-        elif span := _CODE_SPAN.match(prose, found.start()):
-            out.extend([_TAG.sub("", "".join(text)), span.group()])
+        elif (end := closers.span(start)) is not None:
+            out.extend([_TAG.sub("", "".join(text)), prose[start:end]])
             text.clear()
-            position = span.end()
+            position = end
         else:
             # A backtick run with no closing run is text, as CommonMark reads it.
-            run = re.match(r"`+", prose[found.start() :])
+            run = _TICKS.match(prose, start)
             text.append(run.group() if run else char)
-            position = found.start() + len(text[-1])
+            position = start + len(text[-1])
     text.append(prose[position:])
     out.append(_TAG.sub("", "".join(text)))
     return "".join(out)
 
 
-def _expression_end(text: str, start: int) -> int | None:
-    """Where the `{...}` expression opening at `start` ends; None when it never closes."""
-    depth = 0
-    escaped = False
-    for i in range(start, len(text)):
-        char = text[i]
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            escaped = True
-        elif char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return None
+class _Closers:
+    """Where each `{` of a text closes, and where each backtick run that opens a code span is
+    closed, found in one pass over it (see the module)."""
+
+    def __init__(self, text: str) -> None:
+        self._braces: dict[int, int] = {}
+        open_braces: list[int] = []
+        for found in _BRACES.finditer(text):
+            if found.group() == "{":
+                open_braces.append(found.start())
+            elif found.group() == "}" and open_braces:
+                self._braces[open_braces.pop()] = found.end()
+        self._runs: dict[int, int] = {}  # start -> length of every whole run of backticks
+        self._starts: dict[int, list[int]] = {}  # length -> starts of the runs that long
+        for found in _TICKS.finditer(text):
+            length = found.end() - found.start()
+            self._runs[found.start()] = length
+            self._starts.setdefault(length, []).append(found.start())
+        self._blank = [found.start() for found in _BLANK_LINE.finditer(text)]
+
+    def brace(self, start: int) -> int | None:
+        """Where the `{...}` expression opening at `start` ends; None when it never closes."""
+        return self._braces.get(start)
+
+    def span(self, start: int) -> int | None:
+        """Where the code span opened by the whole backtick run at `start` ends: after the next
+        run of as many backticks, before a blank line; None when there is none."""
+        length = self._runs.get(start)
+        if length is None:
+            return None
+        same = self._starts[length]
+        closer = bisect.bisect_right(same, start)
+        if closer == len(same):
+            return None
+        blank = bisect.bisect_left(self._blank, start + length)
+        if blank < len(self._blank) and self._blank[blank] < same[closer]:
+            return None
+        return same[closer] + length

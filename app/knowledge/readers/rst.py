@@ -6,6 +6,8 @@ their text, tables become Markdown tables. docutils' own reports (`system_messag
 and targets are left out. The parser is set up for text from anywhere: it reads no configuration
 file and no other file (`include`, `raw` and file options are refused), runs no raw output, and
 reports nothing anywhere, so a problem in one document never reaches the log or stops a build.
+A document nested deeper than docutils can parse (it recurses once a level) is read as plain text,
+with a warning; lists are written nested at most `markup.MAX_LIST_DEPTH` deep.
 """
 
 from __future__ import annotations
@@ -22,13 +24,26 @@ from docutils.readers.standalone import Reader
 
 from app.knowledge.corpus import CorpusFile
 from app.knowledge.readers.markup import (
+    DEEP_LISTS_WARNING,
     Markdown,
     UnreadableDocument,
+    Warn,
     code_span,
     escape,
     file_name,
     unescape,
 )
+from app.knowledge.readers.text import read_text
+
+#: What a reader is told of a document nested too deeply for docutils (whose parser recurses once
+#: a level, up to Python's limit): it is read as plain text instead.
+TOO_DEEP_FOR_DOCUTILS = (
+    "it nests too deeply for docutils, so it is read as plain text: nest its lists, quotes or sections "
+    "less deeply to have it read as reStructuredText"
+)
+#: An unknown role's text longer than this is kept as written (a role is a few words; looking into
+#: a long one for its target would cost its length squared).
+_MAX_ROLE_CHARS = 1000
 
 # docutils' report levels run from 1 (info) to 4 (severe): 5 is above them all.
 _NEVER = 5
@@ -46,8 +61,10 @@ _TEXT = (nodes.paragraph, nodes.title, nodes.subtitle, nodes.rubric, nodes.capti
 _CODE = (nodes.literal_block, nodes.doctest_block, nodes.math_block)
 
 
-def read_rst(text: str, source: str) -> CorpusFile:
-    """The reStructuredText document `source` holding `text`, as Markdown-shaped text.
+def read_rst(text: str, source: str, *, warn: Warn | None = None) -> CorpusFile:
+    """The reStructuredText document `source` holding `text`, as Markdown-shaped text; `warn`
+    hears, once, of lists nested deeper than `markup.MAX_LIST_DEPTH` (written as text), or of a
+    document nested too deeply for docutils, which is read as plain text.
 
     Its title is the document's title (its one top-level section's), else the file name.
     Raises `UnreadableDocument` when docutils fails on the text, or stops reading it at an error
@@ -58,9 +75,9 @@ def read_rst(text: str, source: str) -> CorpusFile:
         document = publish_doctree(text, settings=_settings())
         _Walk(out).blocks(document, 1)
     except RecursionError as error:
-        raise UnreadableDocument(
-            f"it nests too deeply for docutils ({error}): nest its lists, quotes or sections less deeply"
-        ) from None
+        if warn is not None:
+            warn(f"{TOO_DEEP_FOR_DOCUTILS} ({error})")
+        return read_text(text, source)
     except Exception as error:  # docutils has no error class of its own for text it cannot take
         raise UnreadableDocument(
             f"docutils cannot parse it as reStructuredText ({type(error).__name__}: {error}): check it "
@@ -68,7 +85,10 @@ def read_rst(text: str, source: str) -> CorpusFile:
         ) from None
     if (stop := _stopped_at(document)) is not None:
         raise UnreadableDocument(f"docutils reads no text from it ({stop}): correct what it reports")
-    return CorpusFile(source=source, title=_title(document) or file_name(source), text=out.render())
+    rendered = out.render()
+    if out.too_deep and warn is not None:
+        warn(DEEP_LISTS_WARNING)
+    return CorpusFile(source=source, title=_title(document) or file_name(source), text=rendered)
 
 
 def _settings() -> Values:
@@ -230,7 +250,7 @@ def _inline(node: nodes.Element) -> str:
 
 def _role_text(raw: str) -> str:
     """`:ref:\\`Install <install>\\`` as read: `Install`; anything else as written."""
-    match = _ROLE.match(raw)
+    match = _ROLE.match(raw) if len(raw) <= _MAX_ROLE_CHARS else None
     if match is None:
         return raw
     text = _TARGET.sub("", match.group(1)).lstrip("~!")

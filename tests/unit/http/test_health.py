@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -101,10 +102,35 @@ async def test_the_index_served_is_named_with_its_size_and_age(tmp_path: Path) -
         "ageSeconds": said["ageSeconds"],
         "embedder": "local:multilingual-e5-small-q4",
         "embedded": 25,
+        "behindSeconds": None,
         "name": "the handbook",
         "description": "leave, pay and travel",
     }
     assert 89 <= said["ageSeconds"] <= 120
+
+
+async def test_a_replica_behind_the_newest_version_it_has_seen_says_for_how_long(tmp_path: Path) -> None:
+    behind = IndexStatus("2e53917a", passages=40, documents=3, built_at=None, behind=41.6)
+    rt = runtime(tmp_path, {"store": ok}, 3)
+    rt = dataclasses.replace(rt, knowledge=cast(Any, SimpleNamespace(status=lambda: behind)))
+    response = await readiness(rt)
+    assert response.status_code == 200 and body(response)["index"]["behindSeconds"] == 42
+
+
+async def test_an_index_that_cannot_describe_itself_makes_readiness_unavailable_not_500(
+    tmp_path: Path,
+) -> None:
+    def status() -> IndexStatus:
+        raise ValueError("time data '2026-13-01T00:00:00Z' does not match format")
+
+    rt = runtime(tmp_path, {"store": ok}, 3)
+    rt = dataclasses.replace(rt, knowledge=cast(Any, SimpleNamespace(status=status)))
+    response = await readiness(rt)
+    assert response.status_code == 503
+    assert body(response) == {
+        "status": "unavailable",
+        "checks": {"store": "ok", "index": "unavailable: ValueError"},
+    }
 
 
 async def test_the_probes_are_served_without_sign_in_and_answer_head(tmp_path: Path) -> None:

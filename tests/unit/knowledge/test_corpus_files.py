@@ -6,6 +6,8 @@ tests/regressions/."""
 from __future__ import annotations
 
 import os
+import socket
+import stat
 import threading
 from pathlib import Path
 
@@ -76,11 +78,45 @@ def test_line_ends_are_read_as_text_mode_reads_them(corpus: Path) -> None:
     assert index.text == "\ufeff# Index\nStart here.\nThen go on.\n"
 
 
-def test_a_fifo_named_like_a_document_does_not_stop_the_reading(corpus: Path) -> None:
+def test_a_fifo_named_like_a_document_does_not_stop_the_reading(
+    corpus: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     os.mkfifo(corpus / "pipe.md")
+    (corpus / "linked.md").symlink_to("pipe.md")
     found: list[str] = []
     reader = threading.Thread(target=lambda: found.extend(sources(corpus)), daemon=True)
     reader.start()
     reader.join(timeout=30)
     assert not reader.is_alive(), "reading the corpus blocked on a FIFO"
     assert found == ["guide/install.md", "index.md"]
+    assert skipped(caplog) == [
+        f"corpus: skipped {corpus / name}: it is a FIFO (named pipe), not a file; only files are read"
+        for name in ("linked.md", "pipe.md")
+    ]
+
+
+def test_a_socket_or_device_named_like_a_document_is_skipped_without_being_opened(
+    corpus: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kinds = {"s.md": "a socket"}
+    try:  # the null device, where root may make one
+        os.mknod(corpus / "null.md", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        kinds["null.md"] = "a character device"
+    except PermissionError:
+        pass
+    opened: list[str] = []
+    real_open = os.open
+
+    def recorded(path: str, *args: int, **kwargs: int) -> int:
+        opened.append(os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(corpus / "s.md"))
+        monkeypatch.setattr(os, "open", recorded)
+        assert sources(corpus) == ["guide/install.md", "index.md"]
+    assert not [path for path in opened if path.endswith(tuple(kinds))]
+    assert skipped(caplog) == [
+        f"corpus: skipped {corpus / name}: it is {what}, not a file; only files are read"
+        for name, what in sorted(kinds.items())
+    ]

@@ -228,17 +228,21 @@ def test_a_configuration_file_of_docutils_is_not_read(
     assert "launch code" not in file.text and "raw" not in file.text
 
 
-def test_a_document_docutils_fails_on_is_skipped_by_name_and_the_rest_read(
+def test_a_document_nested_too_deeply_for_docutils_is_read_as_plain_text_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     write(tmp_path, "good.rst", "Good\n====\n\nReadable.\n")
     # Block quotes nested deeper than docutils' parser can recurse.
-    write(tmp_path, "deep.rst", "".join(" " * depth + "quote\n\n" for depth in range(400)))
+    write(tmp_path, "deep.rst", "".join(" " * depth + f"quote {depth}\n\n" for depth in range(400)))
 
-    assert [(f.source, f.title) for f in read_corpus(tmp_path)] == [("good.rst", "Good")]
-    (warning,) = skipped(caplog)
-    assert warning.startswith(f"corpus: skipped {tmp_path / 'deep.rst'}: it nests too deeply for docutils (")
-    assert warning.endswith("): nest its lists, quotes or sections less deeply")
+    files = read_corpus(tmp_path)
+    assert [(f.source, f.title) for f in files] == [("deep.rst", "quote 0"), ("good.rst", "Good")]
+    assert "quote 399" in files[0].text
+    (warning,) = [r.getMessage() for r in caplog.records if "docutils" in r.getMessage()]
+    assert warning.startswith(
+        f"corpus: {tmp_path / 'deep.rst'}: it nests too deeply for docutils, so it is read as plain text: "
+        "nest its lists, quotes or sections less deeply to have it read as reStructuredText ("
+    )
 
 
 def test_a_document_docutils_reads_only_an_error_from_is_skipped_saying_what_it_said(

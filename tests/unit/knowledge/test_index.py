@@ -13,8 +13,9 @@ from support.retrieval import engine_of
 
 from app.domain.ports import Passage
 from app.engines.retrieval.engine import RetrievalEngine
-from app.knowledge import build as build_module
-from app.knowledge.build import Source, build, index_folder, page_url, read_sources
+from app.knowledge import corpus_cache as cache_module
+from app.knowledge.build import Source, build, page_url, read_sources
+from app.knowledge.corpus_cache import index_folder
 from app.knowledge.index import PassageIndex
 
 pytestmark = pytest.mark.anyio
@@ -77,9 +78,9 @@ def test_an_unchanged_folder_opens_its_cached_index_and_a_change_rebuilds_it(
     first = index_folder(folder, cache)
     (cached,) = cache.iterdir()
     writes: list[Path] = []
-    real_write = build_module.write_arrays
+    real_write = cache_module.write_arrays
     monkeypatch.setattr(
-        build_module, "write_arrays", lambda *a, **k: writes.append(a[2]) or real_write(*a, **k)
+        cache_module, "write_arrays", lambda *a, **k: writes.append(a[2]) or real_write(*a, **k)
     )
 
     again = index_folder(folder, cache)

@@ -14,7 +14,8 @@ from support.embedders import Counting, Failing
 
 from app.errors import EngineFailed
 from app.knowledge.artifact import InvalidIndex
-from app.knowledge.build import Source, build, index_folder, open_cached
+from app.knowledge.build import Source, build
+from app.knowledge.corpus_cache import index_folder, open_cached
 from app.knowledge.index import PassageIndex
 from app.knowledge.served import ServedIndex
 from app.knowledge.vectors import EmbedderMismatch
@@ -96,7 +97,7 @@ def test_a_first_start_serves_words_at_once_and_keeps_the_vectors_once_embedded(
 
 
 def test_embedding_in_the_background_stops_between_batches_when_cancelled(tmp_path: Path) -> None:
-    from app.knowledge.build import EmbeddingCancelled
+    from app.knowledge.corpus_cache import EmbeddingCancelled
 
     _, pending = open_cached(corpus(tmp_path), tmp_path / "cache", embedder=Counting())
     assert pending is not None
@@ -107,7 +108,7 @@ def test_embedding_in_the_background_stops_between_batches_when_cancelled(tmp_pa
 
 
 def test_an_embedding_stopped_half_way_resumes_where_it_stopped(tmp_path: Path) -> None:
-    from app.knowledge.build import EmbeddingCancelled
+    from app.knowledge.corpus_cache import EmbeddingCancelled
     from app.knowledge.resume import partial_path
 
     folder, cache = bays_corpus(tmp_path), tmp_path / "cache"
@@ -156,7 +157,7 @@ class Held(Counting):
 
 
 def test_a_cancelled_embedding_keeps_what_it_did_before_its_batch_under_way_ends(tmp_path: Path) -> None:
-    from app.knowledge.build import EmbeddingCancelled
+    from app.knowledge.corpus_cache import EmbeddingCancelled
     from app.knowledge.vectors import read_vectors
 
     folder, cache = bays_corpus(tmp_path), tmp_path / "cache"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import gc
 import signal
+import threading
 from collections.abc import Iterator
 
 import pytest
 from fastapi import FastAPI
 
-from app.serve.server import GC_THRESHOLDS, server_for, settle_heap
+from app.serve.server import GC_THRESHOLDS, STOP_GRACE_SECONDS, server_for, settle_heap
 from app.settings import Settings
 from app.settings.serve import HttpLimits, ServeSettings
 
@@ -48,6 +49,33 @@ def test_readiness_fails_from_the_first_stop_signal_on() -> None:
     server.handle_exit(signal.SIGTERM, None)
     assert api.state.draining is True
     assert server.should_exit
+
+
+def test_a_server_of_its_own_process_sets_when_the_process_ends_at_the_latest() -> None:
+    before = set(threading.enumerate())
+    server = server_for(
+        FastAPI(),
+        bind=ServeSettings(),
+        limits=HttpLimits(drain_seconds=7),
+        log_level="warning",
+        own_process=True,
+    )
+    server.handle_exit(signal.SIGTERM, None)
+    server.handle_exit(signal.SIGTERM, None)  # a second signal sets no second end
+    (deadline,) = [thread for thread in threading.enumerate() if thread not in before]
+    try:
+        assert isinstance(deadline, threading.Timer) and deadline.daemon
+        assert deadline.interval == 7 + STOP_GRACE_SECONDS
+    finally:
+        deadline.cancel()  # this process is the test run's, not the server's
+
+
+def test_a_server_in_a_shared_process_never_ends_it() -> None:
+    before = set(threading.enumerate())
+    server_for(FastAPI(), bind=ServeSettings(), limits=HttpLimits(), log_level="warning").handle_exit(
+        signal.SIGTERM, None
+    )
+    assert set(threading.enumerate()) <= before
 
 
 @pytest.mark.usefixtures("restored_gc")

@@ -12,7 +12,14 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from app.settings import Settings
-from app.telemetry.logs import QUIET_LOGGERS, SERVER_LOGGERS, JsonFormatter, configure_logging
+from app.telemetry.logs import (
+    AZURE_HTTP_LOGGERS,
+    AZURE_LOGGERS,
+    QUIET_LOGGERS,
+    SERVER_LOGGERS,
+    JsonFormatter,
+    configure_logging,
+)
 from app.telemetry.redaction import TokenRedactor
 
 
@@ -46,12 +53,17 @@ def test_extra_fields_are_kept_and_private_ones_left_out() -> None:
 def restored() -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    named = {
+        name: logging.getLogger(name).level for name in (*QUIET_LOGGERS, *AZURE_LOGGERS, *AZURE_HTTP_LOGGERS)
+    }
     yield
     for handler in list(root.handlers):
         root.removeHandler(handler)
     for handler in handlers:
         root.addHandler(handler)
     root.setLevel(level)
+    for name, was in named.items():
+        logging.getLogger(name).setLevel(was)
 
 
 @pytest.mark.usefixtures("restored")
@@ -68,3 +80,17 @@ def test_serve_logging_has_one_redacting_handler_in_the_chosen_format(
         assert any(isinstance(f, TokenRedactor) for f in logging.getLogger(name).filters)
     for name in QUIET_LOGGERS:
         assert logging.getLogger(name).level >= logging.WARNING
+
+
+@pytest.mark.usefixtures("restored")
+@pytest.mark.parametrize(
+    ("level", "azure"), [("info", logging.WARNING), ("error", logging.ERROR), ("debug", logging.DEBUG)]
+)
+def test_the_azure_sdks_say_only_warnings_unless_debugging_and_never_a_request(
+    tmp_path: Path, level: str, azure: int
+) -> None:
+    configure_logging(Settings(data_dir=tmp_path, log_level=level))
+    for name in ("azure.storage.blob", "azure.identity", "azure.cosmos"):
+        assert logging.getLogger(name).getEffectiveLevel() == azure, name
+    for name in AZURE_HTTP_LOGGERS:  # each request's URL and headers: not even at debug
+        assert logging.getLogger(name).getEffectiveLevel() >= max(logging.WARNING, azure), name

@@ -12,8 +12,8 @@ from support.retrieval import engine_of, engine_of_passages
 from app.domain.ports import AnswerEngine, Document
 from app.engines.retrieval.engine import MAX_ANSWER_CHARS, RetrievalEngine
 from app.engines.retrieval.excerpts import quote
-from app.knowledge.build import index_folder
 from app.knowledge.corpus import CorpusPassage
+from app.knowledge.corpus_cache import index_folder
 
 pytestmark = pytest.mark.anyio
 
