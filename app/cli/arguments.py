@@ -4,6 +4,7 @@ error that says what to give instead."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +56,20 @@ def ttl(value: str) -> int:
             f"from 1 to {MAX_TTL_SECONDS}"
         )
     return seconds
+
+
+def text_of(most: int) -> Callable[[str], str]:
+    """argparse type: one line of text, not blank, at most `most` characters."""
+
+    def checked(value: str) -> str:
+        text = " ".join(value.split())
+        if not text:
+            raise argparse.ArgumentTypeError("it is empty: give some text")
+        if len(text) > most:
+            raise argparse.ArgumentTypeError(f"it is {len(text)} characters long: give at most {most}")
+        return text
+
+    return checked
 
 
 def question(value: str) -> str:

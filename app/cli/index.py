@@ -34,7 +34,8 @@ def add_index_command(commands: Any, run: Callable[[argparse.Namespace], int]) -
         description="Index the documents of each SOURCE folder into one file that `anvil\n"
         "serve` opens (ANVIL_INDEX) instead of indexing a corpus at every start.",
         epilog="examples:\n  anvil index docs --output docs.anvilidx\n"
-        "  anvil index handbook=https://handbook.example.com --output handbook.anvilidx",
+        "  anvil index handbook=https://handbook.example.com --output handbook.anvilidx \\\n"
+        '      --name "the Contoso handbook" --description "leave, pay and travel at Contoso"',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -50,6 +51,19 @@ def add_index_command(commands: Any, run: Callable[[argparse.Namespace], int]) -
         choices=("none", "local", "openai", "azure-openai"),
         help="the embedder of the passages' vectors (default: ANVIL_EMBEDDINGS, else local); "
         "a server serves the index only with the same one",
+    )
+    p.add_argument(
+        "--name",
+        type=arguments.text_of(120),
+        metavar="NAME",
+        help="what the knowledge is called, in the tools' descriptions and /readyz "
+        "(default: the server's ANVIL_KNOWLEDGE_NAME, else the folder's name)",
+    )
+    p.add_argument(
+        "--description",
+        type=arguments.text_of(500),
+        metavar="TEXT",
+        help="what the knowledge covers, in one sentence, so that an agent knows when to ask",
     )
     p.add_argument(
         "--reuse",
@@ -86,8 +100,16 @@ def index(args: argparse.Namespace, settings: Settings) -> int:
             embedder = open_embedder(settings, settings)
             # A blob URL is built in a scratch folder and uploaded whole; a path is written in place.
             into = build_to_blob if isinstance(args.output, str) else build
+            knowledge = {
+                key: value for key, value in (("name", args.name), ("description", args.description)) if value
+            }
             built = into(
-                sources, args.output, IndexProgress(sys.stderr), embedder=embedder, previous=args.reuse
+                sources,
+                args.output,
+                IndexProgress(sys.stderr),
+                embedder=embedder,
+                previous=args.reuse,
+                knowledge=knowledge,
             )
     except (OSError, ValueError, AnvilError) as error:
         say(f"anvil: cannot index: {error}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from app.knowledge import resume
@@ -37,13 +37,14 @@ def build_to_blob(
     *,
     embedder: PassageEmbedder | None = None,
     previous: Sequence[Path] = (),
+    knowledge: Mapping[str, str] | None = None,
 ) -> Built:
     """`build` into the blob at `url` (see the module)."""
     with tempfile.TemporaryDirectory(prefix="anvil-index-") as scratch:
         local = Path(scratch) / "index.anvilidx"
         earlier = list(previous)
         if embedder is None:
-            built = build(sources, local, progress, previous=earlier)
+            built = build(sources, local, progress, previous=earlier, knowledge=knowledge)
             upload(local, url)
             return built
         if download_if_present(url, Path(scratch) / "earlier.anvilidx"):
@@ -51,7 +52,7 @@ def build_to_blob(
         kept = resume.partial_path(local)
         download_if_present(partial_url(url), kept)
         try:
-            built = build(sources, local, progress, embedder=embedder, previous=earlier)
+            built = build(sources, local, progress, embedder=embedder, previous=earlier, knowledge=knowledge)
         except BaseException:
             _keep(kept, partial_url(url))
             raise

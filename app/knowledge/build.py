@@ -8,7 +8,7 @@ The index `anvil serve` builds of `ANVIL_CORPUS_DIR` at start-up, and keeps, is 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,14 +144,18 @@ def build(
     *,
     embedder: PassageEmbedder | None = None,
     previous: Sequence[Path] = (),
+    knowledge: Mapping[str, str] | None = None,
 ) -> Built:
     """Index the documents of `sources` into the file `target` (written atomically; into a blob,
     `blob_build.build_to_blob`); with `embedder`, their passages' vectors too, reusing those
     of the indexes at `previous` (and of `target` itself, when it is there) for passages whose
-    text they already embedded, and those an earlier build of `target` kept when it stopped early."""
+    text they already embedded, and those an earlier build of `target` kept when it stopped early.
+    `knowledge` is what the index says of itself (`name`, `description`), shown to whoever asks."""
     files, urls = read_sources(sources, progress)
     described = [str(s.folder) if s.site is None else f"{s.folder}={s.site}" for s in sources]
     arrays, content = build_arrays(files, urls=urls, progress=progress)
+    if knowledge:
+        content["knowledge"] = dict(knowledge)
     embedded = None
     if embedder is not None:
         embedded = _embed(arrays, content, embedder, [*previous, target], target, progress)

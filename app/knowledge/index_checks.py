@@ -78,6 +78,7 @@ def check_index(get: Get, names: frozenset[str], content: Mapping[str, Any], lex
     _offsets(get, "exact.indptr", keys, len(exact))
     _embedder(get, names, content.get("embedder"), passages)
     _calibration(content.get("calibration"))
+    _knowledge(content.get("knowledge"))
 
 
 def _array(get: Get, name: str, dtype: str, dimensions: int = 1) -> npt.NDArray[Any]:
@@ -149,6 +150,16 @@ def _embedder(get: Get, names: frozenset[str], embedder: object, passages: int) 
         raise InvalidIndex(f"section 'vectors' does not hold one finite vector of {dimensions} a passage")
     if _array(get, "vectors.keys", "uint8", 2).shape != (passages, _KEY_BYTES):
         raise InvalidIndex("section 'vectors.keys' does not hold one key a passage")
+
+
+def _knowledge(knowledge: object) -> None:
+    """What the index says of itself (`anvil index --name/--description`): absent, or text."""
+    if knowledge is None:
+        return
+    if not isinstance(knowledge, dict) or not all(
+        key in ("name", "description") and isinstance(value, str) for key, value in knowledge.items()
+    ):
+        raise InvalidIndex(f"content.knowledge is {knowledge!r:.80}, not a name and a description")
 
 
 def _calibration(calibration: object) -> None:

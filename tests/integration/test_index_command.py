@@ -58,6 +58,29 @@ def test_a_built_index_is_served_with_the_answers_of_the_folder_it_was_built_fro
     assert [p.suffix for p in (tmp_path / "b" / "index-cache").iterdir()] == [".anvilidx"]
 
 
+def test_an_index_names_its_knowledge_and_the_server_says_so_unless_its_settings_say_otherwise(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "birds"
+    folder.mkdir()
+    (folder / "robin.md").write_text("# Robins\n\nRobins sing at dawn.\n", encoding="utf-8")
+    target = tmp_path / "birds.anvilidx"
+    named = ("--name", "the field guide", "--description", "  the birds   of the park ")
+    ran = anvil("index", str(folder), "--output", str(target), *named)
+    assert ran.returncode == 0, ran.stderr
+    with run_anvil(tmp_path / "a", {"ANVIL_INDEX": str(target)}) as served:
+        said = ready(served)["index"]
+    assert (said["name"], said["description"]) == ("the field guide", "the birds of the park")  # type: ignore[index]
+    with run_anvil(
+        tmp_path / "b", {"ANVIL_INDEX": str(target), "ANVIL_KNOWLEDGE_NAME": "Park birds"}
+    ) as served:
+        said = ready(served)["index"]
+    assert (said["name"], said["description"]) == ("Park birds", "the birds of the park")  # type: ignore[index]
+    for bad, told in ((("--name", " "), "it is empty"), (("--description", "x" * 501), "give at most 500")):
+        refused = anvil("index", str(folder), "--output", str(tmp_path / "other.anvilidx"), *bad)
+        assert refused.returncode == 2 and told in refused.stderr, refused.stderr
+
+
 def test_sources_and_targets_the_command_cannot_use_are_refused_with_what_to_give(tmp_path: Path) -> None:
     for args, said in (
         ([str(tmp_path / "missing"), "--output", str(tmp_path / "i")], "is not a folder of documents"),

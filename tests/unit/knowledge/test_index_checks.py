@@ -153,6 +153,8 @@ WRONG = {
         "content.calibration",
     ),
     "calibration of words": (in_content("calibration", {"unrelated": ["high"]}), "content.calibration"),
+    "knowledge not a mapping": (in_content("knowledge", "the handbook"), "content.knowledge"),
+    "knowledge named by a number": (in_content("knowledge", {"name": 7}), "content.knowledge"),
     "urls not http": (
         replaced("documents.url", string_list(["javascript:alert(1)", ""])),
         "documents.url holds 'javascript:alert(1)'",
