@@ -69,6 +69,15 @@ COPY --from=build /opt/anvil /opt/anvil
 WORKDIR /srv/anvil
 # The retrieval corpus.
 COPY docs ./docs
+# Its index, every passage embedded by the local model (which the wheel carries: no download), so
+# that every replica ranks by meaning from its first request instead of embedding at start. The
+# docs' vector seed (docs/.anvil-vectors) makes this quick; ANVIL_INDEX below serves it. A
+# deployment's own index (a blob URL in ANVIL_INDEX) takes its place; to answer from a mounted
+# folder instead, set ANVIL_CORPUS_DIR and clear ANVIL_INDEX (`ANVIL_INDEX=`). Run before the ENV
+# below, whose sign-in and store settings `anvil index` does not need.
+RUN /opt/anvil/bin/anvil index /srv/anvil/docs --output /srv/anvil/docs.anvilidx \
+        --name "Anvil's documentation" \
+        --description "how to run, configure, sign in to, deploy and use Anvil, the MCP service that answers questions from documents and keeps conversation history"
 
 # Dev sign-in only binds to loopback (Anvil refuses it on 0.0.0.0), so the image defaults to
 # Entra sign-in; it still needs ANVIL_ENTRA_TENANT_ID, ANVIL_ENTRA_CLIENT_ID and
@@ -81,7 +90,7 @@ ENV PATH=/opt/anvil/bin:$PATH \
     ANVIL_PORT=8000 \
     ANVIL_AUTH_MODE=entra \
     ANVIL_STORE=cosmos \
-    ANVIL_CORPUS_DIR=/srv/anvil/docs \
+    ANVIL_INDEX=/srv/anvil/docs.anvilidx \
     ANVIL_DATA_DIR=/var/lib/anvil
 
 USER 10001:10001

@@ -34,8 +34,9 @@ def add_index_command(commands: Any, run: Callable[[argparse.Namespace], int]) -
         description="Index the documents of each SOURCE folder into one file that `anvil\n"
         "serve` opens (ANVIL_INDEX) instead of indexing a corpus at every start.",
         epilog="examples:\n  anvil index docs --output docs.anvilidx\n"
-        "  anvil index handbook=https://handbook.example.com --output handbook.anvilidx \\\n"
-        '      --name "the Contoso handbook" --description "leave, pay and travel at Contoso"',
+        "  anvil index handbook=https://handbook.example.com --output handbook.anvilidx\n"
+        '  anvil index handbook --output handbook.anvilidx --name "the Contoso handbook"\n'
+        '  anvil index handbook --output handbook.anvilidx --description "leave, pay and travel"',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(

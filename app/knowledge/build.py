@@ -27,6 +27,7 @@ from app.knowledge.vectors import (
     PassageEmbedder,
     Vectors,
     reusable,
+    seed_vectors,
     vector_key,
 )
 from app.private_files import describe
@@ -158,7 +159,8 @@ def build(
         content["knowledge"] = dict(knowledge)
     embedded = None
     if embedder is not None:
-        embedded = _embed(arrays, content, embedder, [*previous, target], target, progress)
+        seeds = [s.folder for s in sources if isinstance(s.folder, Path)]
+        embedded = _embed(arrays, content, embedder, [*previous, target], target, progress, seeds)
     try:
         version = write_arrays(arrays, content, target, sources=described)
     except OSError as error:
@@ -178,10 +180,13 @@ def _embed(
     previous: Sequence[Path],
     target: Path,
     progress: Progress | None,
+    seeds: Sequence[Path] = (),
 ) -> int:
-    """Add the passages' vectors, reusing those of `previous` and those an earlier build of
-    `target` kept before it stopped; what this one does is kept as it goes (`resume`)."""
-    reuse = vectors_of(previous)
+    """Add the passages' vectors, reusing those of the source folders' seeds (`vectors.SEED`), of
+    `previous` and those an earlier build of `target` kept before it stopped; what this one does
+    is kept as it goes (`resume`)."""
+    reuse = {key: vector for folder in seeds for key, vector in seed_vectors(folder).items()}
+    reuse.update(vectors_of(previous))
     reuse.update(resume.so_far(target))
     texts = passage_texts(arrays)
     checkpoint = Checkpoint(target, embedder.name, [vector_key(embedder.name, t) for t in texts], reuse)

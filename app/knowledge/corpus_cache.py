@@ -32,7 +32,7 @@ from app.knowledge.index import PassageIndex, add_vectors, write_arrays
 from app.knowledge.readers.documents import MAX_DOCUMENT_BYTES
 from app.knowledge.resume import Checkpoint
 from app.knowledge.sections import LEXICAL, build_arrays, passage_texts
-from app.knowledge.vectors import PassageEmbedder, Vectors, vector_key
+from app.knowledge.vectors import SEED, PassageEmbedder, Vectors, seed_vectors, vector_key
 from app.private_files import PRIVATE_FILE, describe, private_folder
 
 logger = logging.getLogger(__name__)
@@ -96,11 +96,17 @@ def open_cached(
     arrays, content = build_arrays(files, urls=urls)
     if embedder is not None:
         earlier = sorted(p for p in cache_dir.glob(f"*{SUFFIX}") if p != path) if cache_dir.is_dir() else []
-        reuse = vectors_of(earlier)
+        seed = seed_vectors(corpus_dir)
+        reuse = {**seed, **vectors_of(earlier)}
         reuse.update(resume.so_far(path))
         pending = PendingVectors(arrays, content, embedder, reuse, path, str(corpus_dir))
         if pending.missing:
             return PassageIndex.of_arrays(arrays, content), pending
+        logger.info(
+            "index: every passage's vector was kept (%s), none to embed; questions are ranked by "
+            "words and meaning",
+            f"in {corpus_dir / SEED}" if seed else "by an earlier index",
+        )
         return pending.run(), None
     return _kept(arrays, content, path, str(corpus_dir)), None
 

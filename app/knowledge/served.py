@@ -204,6 +204,30 @@ def naming_of(settings: EngineSettings) -> Naming:
     return Naming(name, description, fallback)
 
 
+class TenthsTold:
+    """Says in the log how far a background embedding is, once per tenth of it done, with the
+    time it has left at the rate so far (it hears `(done, of)` from the worker thread)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._began = clock()
+        self._told = 0  # tenths said so far
+
+    def __call__(self, done: int, of: int) -> None:
+        tenths = done * 10 // of if of else 10
+        if tenths <= self._told or done >= of:
+            return  # the end is said by the line that swaps the index in
+        self._told = tenths
+        elapsed = self._clock() - self._began
+        logger.info(
+            "index: embedded %d of %d passages in the background (%d %%), about %.0f s left",
+            done,
+            of,
+            tenths * 10,
+            elapsed / done * (of - done),
+        )
+
+
 async def _embed_in_background(served: ServedIndex, pending: PendingVectors, stack: AsyncExitStack) -> None:
     """Embed the passages `pending` lacks in a worker thread, then serve the index with its
     vectors; until then questions are ranked by words. Shutting down stops it between batches."""
@@ -217,7 +241,8 @@ async def _embed_in_background(served: ServedIndex, pending: PendingVectors, sta
             served.embedder,
         )
         try:
-            index = await anyio.to_thread.run_sync(pending.run, abandon_on_cancel=True)
+            told = TenthsTold()
+            index = await anyio.to_thread.run_sync(pending.run, told, abandon_on_cancel=True)
             served.swap(index)
         except EmbeddingCancelled:
             return

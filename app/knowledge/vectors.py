@@ -12,6 +12,7 @@ unit-length float32 rows (the `Embedder` port; the index knows no adapter).
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,6 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from app.knowledge.artifact import IndexFile, InvalidIndex, write_index
+
+logger = logging.getLogger(__name__)
 
 Vectors = npt.NDArray[np.float32]
 #: Length of a vector's key: the first bytes of a SHA-256.
@@ -127,3 +130,21 @@ def read_vectors(path: Path) -> dict[bytes, Vectors]:
         return {key: vector.copy() for key, vector in reusable(name, vectors, keys).items()}
     finally:
         file.close()
+
+
+#: A folder's seed of passage vectors: what a build or a first start over the folder reuses for
+#: every passage whose text (and embedder) is unchanged, so that it embeds only what changed.
+SEED = ".anvil-vectors"
+
+
+def seed_vectors(folder: Path) -> dict[bytes, Vectors]:
+    """The vectors kept in `folder`'s seed (`SEED`), by key; none when it has no seed, or one
+    that cannot be read (said at INFO: a seed only saves time)."""
+    path = folder / SEED
+    if not path.is_file():
+        return {}
+    try:
+        return read_vectors(path)
+    except (InvalidIndex, OSError) as error:
+        logger.info("index: the vector seed %s is not reused (%s)", path, error)
+        return {}

@@ -74,9 +74,10 @@ class EngineSettings(Part):
     index: str | None = Field(
         None,
         description=(
-            "A knowledge index built by `anvil index`, served instead of building one from "
-            "`ANVIL_CORPUS_DIR` at start-up: a file path, or a blob URL "
-            "(`https://ACCOUNT.blob.core.windows.net/CONTAINER/NAME`, read with Entra ID)."
+            "A knowledge index built by `anvil index`, served instead of building one from a folder "
+            "at start-up (set this or `ANVIL_CORPUS_DIR`, not both): a file path, or a blob URL "
+            "(`https://ACCOUNT.blob.core.windows.net/CONTAINER/NAME`, read with Entra ID). The "
+            "container image sets it to its docs' index; `ANVIL_INDEX=` clears it."
         ),
     )
     answer_max_chars: int = Field(
@@ -175,6 +176,16 @@ class EngineSettings(Part):
                 raise ValueError(f"ANVIL_ANSWER_ENGINE=azure-openai needs {' and '.join(missing)}")
         return self
 
+    @model_validator(mode="after")
+    def _one_knowledge(self) -> Self:
+        if self.index is not None and self.corpus_dir is not None:
+            raise ValueError(
+                f"ANVIL_INDEX ({self.index}) and ANVIL_CORPUS_DIR ({self.corpus_dir}) are both set, and "
+                "Anvil serves one: to answer from the folder, clear ANVIL_INDEX (`ANVIL_INDEX=`; the "
+                "container image sets it to its own docs' index); to serve the index, unset ANVIL_CORPUS_DIR"
+            )
+        return self
+
     @field_validator("corpus_site")
     @classmethod
     def _site_is_a_url(cls, value: str | None) -> str | None:
@@ -183,6 +194,8 @@ class EngineSettings(Part):
     @field_validator("index")
     @classmethod
     def _index_is_a_path_or_a_blob(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            return None  # `ANVIL_INDEX=` clears it (the container image sets one)
         if value is not None and "://" in value:
             from app.blob_urls import BlobStorageError, is_blob_url, parse_blob_url
 

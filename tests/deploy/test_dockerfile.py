@@ -8,6 +8,7 @@ which settings. tests/deploy/test_lock.py installs the same lock file and serves
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -19,7 +20,9 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from app import __version__
+from app.knowledge.index import PassageIndex
 from app.settings import Settings
+from app.settings.engines import BUNDLED_DESCRIPTION, BUNDLED_NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -250,7 +253,42 @@ def test_docs_are_copied_and_are_the_corpus() -> None:
             if source.rstrip("/") == "docs":
                 destinations.append(workdir / destination)
     assert destinations, "the runtime stage copies docs/"
-    assert PurePosixPath(final().env()["ANVIL_CORPUS_DIR"]) in destinations
+    (command,) = [args for args in final().args("RUN") if " index " in args]
+    assert str(destinations[0]) in shlex.split(command), "the image's index is built from the docs it copies"
+    assert "ANVIL_CORPUS_DIR" not in final().env(), "the image serves its index, not the folder"
+
+
+def test_the_image_serves_an_index_of_its_docs_built_with_their_vectors(tmp_path: Path) -> None:
+    """The Dockerfile's `anvil index` line, run here on docs/ (paths moved into the checkout and a
+    temporary folder): it reuses the docs' vector seed, names the knowledge as the quick start
+    does, and writes the file ANVIL_INDEX serves."""
+    (command,) = [args for args in final().args("RUN") if " index " in args]
+    words = shlex.split(command)
+    assert words[:2] == ["/opt/anvil/bin/anvil", "index"]
+    served = final().env()["ANVIL_INDEX"]
+    moved = {"/srv/anvil/docs": str(ROOT / "docs"), served: str(tmp_path / "docs.anvilidx")}
+    assert words[words.index("--output") + 1] == served, "ANVIL_INDEX is the file the image builds"
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", *(moved.get(word, word) for word in words[1:])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    counts = re.search(r"(\d+) passages?; (\d+) passages? embedded by local:\S+, (\d+) reused", done.stderr)
+    assert counts, done.stderr
+    total, embedded, reused = map(int, counts.groups())
+    assert embedded + reused == total and reused >= total // 2, (
+        "refresh docs/.anvil-vectors (bench/docs_vectors.py)"
+    )
+    index = PassageIndex.open(tmp_path / "docs.anvilidx")
+    try:
+        assert index.content["knowledge"] == {"name": BUNDLED_NAME, "description": BUNDLED_DESCRIPTION}
+        assert index.vectors is not None and len(index.vectors) == index.passage_count
+    finally:
+        index.close()
 
 
 # --- the build context -----------------------------------------------------------------------------

@@ -93,7 +93,26 @@ def test_empty_list_variable_is_an_empty_list(monkeypatch: pytest.MonkeyPatch) -
     assert Settings().allowed_hosts == []
 
 
+def test_an_empty_index_variable_clears_the_images_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANVIL_INDEX", "")
+    monkeypatch.setenv("ANVIL_CORPUS_DIR", "/srv/team-docs")
+    settings = Settings()
+    assert settings.index is None and settings.corpus_path() == Path("/srv/team-docs")
+
+
 # --- refusals ----------------------------------------------------------------------------------
+
+
+def test_an_index_and_a_folder_together_are_refused_saying_how_to_choose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANVIL_INDEX", "/srv/anvil/docs.anvilidx")
+    monkeypatch.setenv("ANVIL_CORPUS_DIR", "/srv/team-docs")
+    with pytest.raises(ValidationError) as raised:
+        Settings()
+    said = describe_error(raised.value)
+    assert "ANVIL_INDEX (/srv/anvil/docs.anvilidx) and ANVIL_CORPUS_DIR (/srv/team-docs) are both set" in said
+    assert "clear ANVIL_INDEX (`ANVIL_INDEX=`" in said and "unset ANVIL_CORPUS_DIR" in said
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "10.0.0.5", "::", "anvil.example.com"])
