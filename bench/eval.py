@@ -96,13 +96,18 @@ def problems(answer: str) -> list[str]:
     found = []
     if answer.rstrip().endswith(":"):
         found.append("ends on a colon")
-    for block in re.sub(r"```.*?```", "", answer, flags=re.S).split("\n\n"):
-        text = block.strip()
-        skipped = ("|", "- ", "* ", "**", "[…]", "#", ">", "    ")
-        if not text or text.startswith(skipped) or text[0].isdigit():
+    blocks = [b.strip() for b in re.sub(r"```.*?```", "\n\n```\n\n", answer, flags=re.S).split("\n\n")]
+    blocks = [b for b in blocks if b]
+    for text, after in zip(blocks, [*blocks[1:], ""], strict=True):
+        skipped = ("|", "- ", "* ", "**", "[…]", "#", ">", "    ", "```")
+        if text.startswith(skipped) or text[0].isdigit() or text[-1] in ".!?:)`\"'*]>…":
             continue
-        if text[-1] not in ".!?:)`\"'*]>…":
-            found.append(f"a paragraph stops mid-sentence: ...{text[-40:]!r}")
+        # A short line over a block is its caption ("Example", "Parameters"); "Stability: 2 -
+        # Stable" is a label: neither is a sentence.
+        short = len(text.split()) <= 5 and "\n" not in text
+        if short and (after.startswith(("```", "- ", "* ", "|", "1.")) or ": " in text):
+            continue
+        found.append(f"a paragraph stops mid-sentence: ...{text[-40:]!r}")
     markup = MARKUP.search(answer)
     if markup:
         found.append(f"markup: {markup.group(0)!r}")
