@@ -114,6 +114,21 @@ ensure_checkov() {
   fi
 }
 
+# Sphinx (the sites the citation tests build) in a virtual environment of its own: it pins a docutils
+# older than the one Anvil reads reStructuredText with.
+SPHINX_VENV=.venv-sphinx
+SPHINX_VERSION=9.0.4
+ensure_sphinx() {
+  local stamp="$SPHINX_VENV/.installed-$SPHINX_VERSION"
+  if [ ! -f "$stamp" ]; then
+    say "installing Sphinx $SPHINX_VERSION into $SPHINX_VENV"
+    [ -x "$SPHINX_VENV/bin/python" ] || "$UV" venv --quiet --python "$PY" "$SPHINX_VENV"
+    uv_install "$SPHINX_VENV" "sphinx==$SPHINX_VERSION"
+    rm -f "$SPHINX_VENV"/.installed-*
+    touch "$stamp"
+  fi
+}
+
 case "${1:-}" in
   serve)
     shift
@@ -130,8 +145,11 @@ case "${1:-}" in
     make_venv
     ensure_checkov &
     checkov=$!
+    ensure_sphinx &
+    sphinx=$!
     ensure_venv
     wait "$checkov"
+    wait "$sphinx"
     wait "$node_tools"
     export PATH="$PWD/$VENV/bin:$PATH"
     echo "== ruff"

@@ -112,6 +112,16 @@ def source_folder(value: str) -> Source:
         raise argparse.ArgumentTypeError(f"the site of {folder!r} {error}") from None
 
 
+def site_style(value: str) -> str:
+    """argparse type: the name of a site style (`sites.STYLES`)."""
+    from app.knowledge.sites import style_named
+
+    try:
+        return style_named(value).name
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def index_target(value: str) -> Path | str:
     """argparse type: the file an index is written to, or the blob URL it is uploaded to."""
     from app.knowledge.resume import SUFFIX

@@ -35,6 +35,7 @@ def add_index_command(commands: Any, run: Callable[[argparse.Namespace], int]) -
         "serve` opens (ANVIL_INDEX) instead of indexing a corpus at every start.",
         epilog="examples:\n  anvil index docs --output docs.anvilidx\n"
         "  anvil index handbook=https://handbook.example.com --output handbook.anvilidx\n"
+        "  anvil index docs=https://docs.example.com --site-style mkdocs --output docs.anvilidx\n"
         '  anvil index handbook --output handbook.anvilidx --name "the Contoso handbook"\n'
         '  anvil index handbook --output handbook.anvilidx --description "leave, pay and travel"',
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -47,6 +48,14 @@ def add_index_command(commands: Any, run: Callable[[argparse.Namespace], int]) -
         help="a folder, or FOLDER=URL: the site its pages are published at, for citations with links",
     )
     p.add_argument("--output", required=True, type=arguments.index_target, metavar="TARGET", help="the file")
+    p.add_argument(
+        "--site-style",
+        type=arguments.site_style,
+        metavar="STYLE",
+        help="the generator of the sites of FOLDER=URL, so that a citation opens its page and section: "
+        "sphinx, sphinx-dirhtml, mkdocs, docusaurus, vitepress, github or html (default: sniffed from "
+        "the folder, a conf.py is sphinx, a mkdocs.yml mkdocs, ...; else each document by its type)",
+    )
     p.add_argument(
         "--embeddings",
         choices=("none", "local", "openai", "azure-openai"),
@@ -94,6 +103,14 @@ def index(args: argparse.Namespace, settings: Settings) -> int:
     embedder = None
     stopped_by: list[int] = []
     sources = [replace(source, max_bytes=settings.max_document_bytes) for source in args.sources]
+    if args.site_style is not None:
+        if all(source.site is None for source in sources):
+            say(
+                f"anvil: cannot index: --site-style {args.site_style} says how a site names its pages, and "
+                "no SOURCE names a site: give FOLDER=URL"
+            )
+            return 1
+        sources = [replace(s, style=args.site_style) if s.site else s for s in sources]
     try:
         with _stopped_by_sigterm(stopped_by):
             # Before any document is read or embedded: a target that cannot be written fails now.

@@ -8,8 +8,8 @@ The index `anvil serve` builds of `ANVIL_CORPUS_DIR` at start-up, and keeps, is 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from app.knowledge.index import PassageIndex, add_vectors, write_arrays
 from app.knowledge.readers.documents import MAX_DOCUMENT_BYTES, SUFFIXES
 from app.knowledge.resume import Checkpoint
 from app.knowledge.sections import Progress, build_arrays, passage_texts
+from app.knowledge.sites import SiteStyle, by_type, page_path, published_path, renamed, sniff, style_named
 from app.knowledge.vectors import (
     PassageEmbedder,
     Vectors,
@@ -53,11 +54,20 @@ class Built:
 @dataclass(frozen=True)
 class Source:
     """A folder of documents (a path, or a blob URL prefix), the site its pages are published at
-    (None: cite paths), and the size of the largest document read from it."""
+    (None: cite paths), the size of the largest document read from it, and the style of the
+    generator of its site (`sites.STYLES`; None: sniffed from the folder, else each document's
+    type's)."""
 
     folder: Path | str
     site: str | None = None
     max_bytes: int = MAX_DOCUMENT_BYTES
+    style: str | None = None
+
+    @property
+    def site_style(self) -> SiteStyle | None:
+        """The style of its site: named, else sniffed (None: each document by its type)."""
+        name = self.style or sniff(self.folder)
+        return None if name is None else style_named(name)
 
     @property
     def name(self) -> str:
@@ -83,41 +93,43 @@ def read_source(source: Source, progress: Progress | None = None) -> list[Corpus
     return parse_documents(read, lambda name: f"{prefix}{name}", heard)
 
 
-def page_url(site: str, path: str, published: str | None = None) -> str:
-    """Where the page of document `path` (relative to its folder) is published under `site`: what
-    its front matter says (an absolute `url` as it is, a `slug` or a relative `url` under the
-    site), else the path without its Markdown, reStructuredText or text ending
-    (`guide/install.md` -> `SITE/guide/install`), a folder's `index` as the folder (`guide/`),
-    HTML as it is."""
+def page_url(
+    site: str,
+    path: str,
+    published: str | None = None,
+    style: SiteStyle | None = None,
+    paths: Collection[str] = (),
+    page_id: str | None = None,
+) -> str:
+    """Where the page of document `path` (relative to its folder; `paths` are all of them) is
+    published under `site`: what its front matter says (an absolute `url` as it is, a `slug` or a
+    relative `url` under the site), else where the generator of `style` writes it
+    (`sites.page_path`; by default the path without its Markdown, reStructuredText or text
+    ending, `guide/install.md` -> `SITE/guide/install`, a folder's `index` as the folder
+    `guide/`, HTML as it is)."""
     if published is not None:
         if published.startswith(("http://", "https://")):
             return published
-        return f"{site.rstrip('/')}/{published.lstrip('/')}"
-    stem, dot, ending = path.rpartition(".")
-    if dot and ending in ("md", "mdx", "rst", "txt"):
-        path = stem
-        if path == "index" or path.endswith("/index"):
-            path = path[: -len("index")]
-    return f"{site.rstrip('/')}/{path}"
+        return f"{site.rstrip('/')}/{published_path(style, path, published)}"
+    return f"{site.rstrip('/')}/{page_path(style, renamed(style, path, page_id), paths)}"
 
 
-def url_of(site: str | None, path: str, published: str | None) -> str | None:
+def url_of(
+    site: str | None, file: CorpusFile, style: SiteStyle | None = None, paths: Collection[str] = ()
+) -> str | None:
     """The page URL of a document, when its folder names a site or its front matter an absolute URL."""
     if site is None:
+        published = file.published
         return published if published and published.startswith(("http://", "https://")) else None
-    return page_url(site, path, published)
+    return page_url(site, file.source, file.published, style, paths, file.page_id)
 
 
 def read_sources(
     sources: Sequence[Source], progress: Progress | None = None
-) -> tuple[list[CorpusFile], dict[str, str]]:
-    """The documents of every folder, and the page URL of each one whose folder names a site.
-    With more than one folder, each document's source starts with its folder's name
-    (`docs/intro.md`), so two folders' files never share a name."""
-    if len(sources) == 1:
-        read = read_source(sources[0], progress)
-        site = sources[0].site
-        return read, {f.source: url for f in read if (url := url_of(site, f.source, f.published))}
+) -> tuple[list[CorpusFile], dict[str, str], dict[str, SiteStyle]]:
+    """The documents of every folder, the page URL of each one whose folder names a site, and the
+    site style each is anchored by (`sites`). With more than one folder, each document's source
+    starts with its folder's name (`docs/intro.md`), so two folders' files never share a name."""
     names = [source.name for source in sources]
     if len(set(names)) < len(names):
         raise ValueError(
@@ -127,15 +139,25 @@ def read_sources(
         )
     files: list[CorpusFile] = []
     urls: dict[str, str] = {}
+    styles: dict[str, SiteStyle] = {}
     for source, name in zip(sources, names, strict=True):
-        for file in read_source(source, progress):
-            named = CorpusFile(
-                source=f"{name}/{file.source}", title=file.title, text=file.text, published=file.published
-            )
-            files.append(named)
-            if url := url_of(source.site, file.source, file.published):
-                urls[named.source] = url
-    return files, urls
+        read = read_source(source, progress)
+        found, anchored = site_pages(read, source.site, source.site_style)
+        prefix = "" if len(sources) == 1 else f"{name}/"
+        files.extend(replace(file, source=f"{prefix}{file.source}") if prefix else file for file in read)
+        urls.update({f"{prefix}{path}": url for path, url in found.items()})
+        styles.update({f"{prefix}{path}": style for path, style in anchored.items()})
+    return files, urls, styles
+
+
+def site_pages(
+    files: Sequence[CorpusFile], site: str | None, style: SiteStyle | None
+) -> tuple[dict[str, str], dict[str, SiteStyle]]:
+    """The page URL of each of a folder's `files` published under `site` (None: only those whose
+    front matter gives an absolute URL), and the style each is anchored by: `style`, else its type's."""
+    paths = frozenset(file.source for file in files)
+    urls = {file.source: url for file in files if (url := url_of(site, file, style, paths))}
+    return urls, {file.source: style or by_type(file.source) for file in files}
 
 
 def build(
@@ -152,9 +174,9 @@ def build(
     of the indexes at `previous` (and of `target` itself, when it is there) for passages whose
     text they already embedded, and those an earlier build of `target` kept when it stopped early.
     `knowledge` is what the index says of itself (`name`, `description`), shown to whoever asks."""
-    files, urls = read_sources(sources, progress)
+    files, urls, styles = read_sources(sources, progress)
     described = [str(s.folder) if s.site is None else f"{s.folder}={s.site}" for s in sources]
-    arrays, content = build_arrays(files, urls=urls, progress=progress)
+    arrays, content = build_arrays(files, urls=urls, progress=progress, styles=styles)
     if knowledge:
         content["knowledge"] = dict(knowledge)
     embedded = None

@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import yaml
 
 from app.knowledge.readers.markdown_parser import front_matter_parser
 from app.knowledge.readers.markdown_render import Block, Heading, document_blocks, first_title
 from app.knowledge.readers.markup import Heard, Warn
+
+if TYPE_CHECKING:
+    from app.knowledge.sites import Anchors
 
 #: Upper bound on a passage's text; sections longer than this are cut at paragraph boundaries.
 MAX_PASSAGE_CHARS = 1200
@@ -37,6 +41,8 @@ _PASSAGE_LEVELS = 4
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# The id a reader puts at the end of a heading line: ` {#id}`, its punctuation escaped.
+_HEADING_ID = re.compile(r"^(#{1,4} .*?) \{#(?:[^\s{}\\]|\\.)+\}$")
 _FRONT_MATTER_OPENING = re.compile(r"-{3,}[ \t]*(?:\r\n|\r|\n)")
 # Line breaks as markdown-it counts lines.
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -49,17 +55,21 @@ class CorpusPassage:
     source: str
     heading: str
     text: str
+    #: The `id` of its section on its page (`sites`); "" for the top of the page.
+    anchor: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class CorpusFile:
     """One corpus file: its relative path, title and text (front matter stripped, else as written),
-    and where its front matter says it is published (`url`, or `slug` under the folder's site)."""
+    where its front matter says it is published (`url`, or `slug` under the folder's site), and
+    the `id` it gives the document (Docusaurus names its page so)."""
 
     source: str
     title: str
     text: str
     published: str | None = None
+    page_id: str | None = None
 
 
 def parse_file(markdown: str, source: str, *, heard: Heard | None = None) -> CorpusFile:
@@ -80,7 +90,14 @@ def parse_file(markdown: str, source: str, *, heard: Heard | None = None) -> Cor
         ),
         None,
     )
-    return CorpusFile(source=source, title=" ".join(title.split()), text=body, published=published)
+    page_id = front.get("id")
+    return CorpusFile(
+        source=source,
+        title=" ".join(title.split()),
+        text=body,
+        published=published,
+        page_id=page_id.strip() or None if isinstance(page_id, str) else None,
+    )
 
 
 def split_front_matter(markdown: str) -> tuple[dict[str, object], str]:
@@ -109,6 +126,7 @@ def file_passages(
     *,
     heard: Heard | None = None,
     warn: Warn | None = None,
+    anchors: Anchors | None = None,
 ) -> list[CorpusPassage]:
     """Cut one corpus file into passages at its headings, chunking long sections.
 
@@ -118,29 +136,59 @@ def file_passages(
     never one, and one inside a list item is text. Sections with no text are dropped. `heard`
     hears the share of the file cut as it goes; `warn` once that a part nested too deep for the
     parser was read as text.
+
+    Each passage's anchor is the `id` its page gives its heading (`anchors` makes them from every
+    heading's text and explicit id; by default the explicit ids alone), else its nearest enclosing
+    heading's; "" for the top of the page (the text before the first heading, and the section of
+    the heading that titles the document).
     """
     blocks = document_blocks(file.text, mdx=_is_mdx(file.source), heard=heard, warn=warn)
-    root: list[tuple[int, str]] = []
+    headings = [block for block in blocks if isinstance(block, Heading)]
+    found = iter(
+        anchors([(h.title, h.anchor) for h in headings]) if anchors else [h.anchor for h in headings]
+    )
+    root: list[tuple[int, str, str | None]] = []
     if _first_title(blocks) is None and file.title != file.source.rsplit("/", 1)[-1]:
-        root = [(0, file.title)]
-    sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
+        root = [(0, file.title, None)]
+    sections: list[tuple[tuple[str, ...], str, list[str]]] = [((), "", [])]
     chain = list(root)
     for block in blocks:
+        anchor = next(found) if isinstance(block, Heading) else None
         if not isinstance(block, Heading) or block.level > _PASSAGE_LEVELS:
-            sections[-1][1].append(_markdown(block))
+            sections[-1][2].append(_markdown(block))
             continue
-        chain = [(level, title) for level, title in chain if level < block.level]
-        chain.append((block.level, block.title))
-        sections.append((tuple(title for _, title in chain), []))
+        chain = [entry for entry in chain if entry[0] < block.level]
+        chain.append((block.level, block.title, anchor))
+        sections.append((tuple(title for _, title, _ in chain), _anchor_of(chain, file.title), []))
 
     passages: list[CorpusPassage] = []
-    for titles, texts in sections:
+    for titles, anchor, texts in sections:
         heading = " > ".join(titles) if titles else file.title
         passages.extend(
-            CorpusPassage(source=file.source, heading=heading, text=chunk)
+            CorpusPassage(source=file.source, heading=heading, text=chunk, anchor=anchor)
             for chunk in chunk_text("\n\n".join(texts), max_chars)
         )
     return passages
+
+
+def _anchor_of(chain: list[tuple[int, str, str | None]], title: str) -> str:
+    """The anchor of a section under the headings of `chain` (level, text, id): its own id, else
+    the nearest enclosing one's; "" for the section of the heading that titles the page."""
+    if len(chain) == 1 and (chain[0][0] == 0 or chain[0][1] == title):
+        return ""
+    return next((anchor for _, _, anchor in reversed(chain) if anchor), "")
+
+
+def shown_text(file: CorpusFile) -> str:
+    """The text of `file` as a reader is shown it: the `{#id}` a reader of another format (rst,
+    HTML) put on its headings for `file_passages` taken off (a Markdown file stays as written)."""
+    if file.source.endswith(SUFFIXES) or "{#" not in file.text:
+        return file.text
+    lines = file.text.split("\n")
+    return "\n".join(
+        line if in_code else _HEADING_ID.sub(r"\1", line)
+        for line, in_code in zip(lines, _fence_flags(lines), strict=True)
+    )
 
 
 def clean_markup(markdown: str, *, mdx: bool = False) -> str:

@@ -26,7 +26,7 @@ import numpy.typing as npt
 from app import __version__
 from app.knowledge import resume
 from app.knowledge.artifact import FORMAT, InvalidIndex
-from app.knowledge.build import SUFFIX, url_of, vectors_of
+from app.knowledge.build import SUFFIX, Source, site_pages, vectors_of
 from app.knowledge.corpus_files import parse_corpus, read_bytes, read_corpus
 from app.knowledge.index import PassageIndex, add_vectors, write_arrays
 from app.knowledge.readers.documents import MAX_DOCUMENT_BYTES
@@ -39,11 +39,17 @@ logger = logging.getLogger(__name__)
 
 
 def corpus_key(
-    contents: Sequence[tuple[str, bytes]], site: str | None = None, embedder: str | None = None
+    contents: Sequence[tuple[str, bytes]],
+    site: str | None = None,
+    embedder: str | None = None,
+    style: str | None = None,
 ) -> str:
     """A hash of the files an index is built from (each path and its bytes), of the site they are
-    published at, of the embedder of their vectors, and of the version of Anvil that indexes them."""
-    digest = hashlib.sha256(f"{__version__}\0{FORMAT}\0{LEXICAL}\0{site or ''}\0{embedder or ''}\0".encode())
+    published at and its style, of the embedder of their vectors, and of the version of Anvil
+    that indexes them."""
+    digest = hashlib.sha256(
+        f"{__version__}\0{FORMAT}\0{LEXICAL}\0{site or ''}\0{embedder or ''}\0{style or ''}\0".encode()
+    )
     for source, data in contents:
         encoded = source.encode()
         digest.update(len(encoded).to_bytes(8, "little") + encoded + len(data).to_bytes(8, "little"))
@@ -57,16 +63,18 @@ def index_folder(
     site: str | None = None,
     embedder: PassageEmbedder | None = None,
     max_bytes: int = MAX_DOCUMENT_BYTES,
+    style: str | None = None,
 ) -> PassageIndex:
     """The index of every document under `corpus_dir` (none larger than `max_bytes`), its vectors
     computed before it returns (blocking): in memory, or kept in `cache_dir` and opened from it
-    while the folder is unchanged (`open_cached`), its pages published under `site`."""
+    while the folder is unchanged (`open_cached`), its pages published under `site` by a
+    generator of `style` (None: sniffed, `sites.sniff`)."""
     if cache_dir is not None:
-        index, pending = open_cached(corpus_dir, cache_dir, site, embedder, max_bytes)
+        index, pending = open_cached(corpus_dir, cache_dir, site, embedder, max_bytes, style)
         return index if pending is None else pending.run()
     files = read_corpus(corpus_dir, max_bytes=max_bytes)
-    urls = {f.source: url for f in files if (url := url_of(site, f.source, f.published))}
-    arrays, content = build_arrays(files, urls=urls)
+    urls, styles = site_pages(files, site, Source(corpus_dir, site, style=style).site_style)
+    arrays, content = build_arrays(files, urls=urls, styles=styles)
     if embedder is not None:
         add_vectors(arrays, content, embedder)
     return PassageIndex.of_arrays(arrays, content)
@@ -78,22 +86,27 @@ def open_cached(
     site: str | None = None,
     embedder: PassageEmbedder | None = None,
     max_bytes: int = MAX_DOCUMENT_BYTES,
+    style: str | None = None,
 ) -> tuple[PassageIndex, PendingVectors | None]:
-    """The index of `corpus_dir` (its pages published under `site`, if given; its passages
+    """The index of `corpus_dir` (its pages published under `site`, if given, by a generator of
+    `style` (None: sniffed, `sites.sniff`); its passages
     embedded by `embedder`, if given; no document larger than `max_bytes`), opened from
     `cache_dir` if built before, else built and kept there; built in memory only when the cache
     cannot be written (with a warning saying why). While passages still need vectors, the index
     returned is lexical, and the vectors are left to the `PendingVectors` returned with it."""
     contents = read_bytes(corpus_dir, max_bytes)
-    path = cache_dir / f"{corpus_key(contents, site, None if embedder is None else embedder.name)}{SUFFIX}"
+    site_style = Source(corpus_dir, site, style=style).site_style
+    named = None if site_style is None else site_style.name
+    key = corpus_key(contents, site, None if embedder is None else embedder.name, named)
+    path = cache_dir / f"{key}{SUFFIX}"
     if path.is_file():
         try:
             return PassageIndex.open(path), None
         except InvalidIndex as error:
             logger.warning("corpus: the cached index cannot be served (%s); building it again", error)
     files = parse_corpus(corpus_dir, contents)
-    urls = {f.source: url for f in files if (url := url_of(site, f.source, f.published))}
-    arrays, content = build_arrays(files, urls=urls)
+    urls, styles = site_pages(files, site, site_style)
+    arrays, content = build_arrays(files, urls=urls, styles=styles)
     if embedder is not None:
         earlier = sorted(p for p in cache_dir.glob(f"*{SUFFIX}") if p != path) if cache_dir.is_dir() else []
         seed = seed_vectors(corpus_dir)

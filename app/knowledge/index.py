@@ -26,7 +26,7 @@ from app.knowledge.calibration import calibrate
 from app.knowledge.corpus import CorpusFile, CorpusPassage
 from app.knowledge.index_checks import BUILT_AT, built_time, check_index
 from app.knowledge.postings import Field, Ids, Vocabulary
-from app.knowledge.sections import LEXICAL, Progress, build_arrays, passage_texts
+from app.knowledge.sections import ANCHORS, LEXICAL, Progress, build_arrays, passage_texts
 from app.knowledge.tables import TextTable, strings
 from app.knowledge.vectors import EmbedderMismatch, PassageEmbedder, Vectors, embed_arrays, passage_text
 
@@ -72,6 +72,7 @@ class PassageIndex:
         self.passage_document: Ids = get("passage.document")
         self._headings = TextTable.of(get, "passage.heading")
         self._texts = TextTable.of(get, "passage.text")
+        self._anchors = TextTable.of(get, ANCHORS) if f"{ANCHORS}.blob" in self._names else None
         self._file_numbers = {source: n for n, source in enumerate(strings(get("file.source")))}
         self._file_titles = TextTable.of(get, "file.title")
         self._file_texts = TextTable.of(get, "file.text")
@@ -123,6 +124,10 @@ class PassageIndex:
         page = self._pages[int(self.passage_document[n])]
         if not page:
             return None
+        if self._anchors is not None:
+            found = self._anchors[n]
+            return f"{page}#{found}" if found else page
+        # Written before anchors were kept: the anchor made of the heading, as they were then.
         heading = self._headings[n]
         source = self.documents[int(self.passage_document[n])]
         if " > " not in heading and heading in (source.rsplit("/", 1)[-1], self.file_title(source)):
@@ -275,6 +280,6 @@ def add_vectors(
 
 
 def anchor(heading: str) -> str:
-    """The anchor a documentation site gives a heading (MkDocs' and GitHub's rule): lowercased,
+    """The anchor an index written before anchors were kept cites a heading by: lowercased,
     punctuation dropped, spaces as hyphens."""
     return re.sub(r"[^\w\- ]", "", heading.lower()).strip().replace(" ", "-")

@@ -59,6 +59,9 @@ def check_index(get: Get, names: frozenset[str], content: Mapping[str, Any], lex
     passages = _table(get, "passage.text")
     if _table(get, "passage.heading") != passages:
         raise InvalidIndex("passage.heading does not hold one heading a passage")
+    # Each passage's anchor on its page; an index written before they were kept has none.
+    if "passage.anchor.blob" in names and _table(get, "passage.anchor") != passages:
+        raise InvalidIndex("passage.anchor does not hold one anchor a passage")
     documents = _strings(get, "documents")
     urls = _strings(get, "documents.url")
     if len(urls) != len(documents):

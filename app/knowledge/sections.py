@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages, split_blocks
+from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages, shown_text, split_blocks
 from app.knowledge.postings import Field
 from app.knowledge.readers.markup import HEARD_EVERY, heard_as_bytes
+from app.knowledge.sites import SiteStyle, by_type
 from app.knowledge.tables import TextTable, string_list
 from app.knowledge.tokens import split_compound, tokenize, words
 from app.knowledge.vectors import passage_text
@@ -27,14 +28,21 @@ logger = logging.getLogger(__name__)
 
 #: What the lexical index is made of; an index built with other rules is not served.
 LEXICAL = "bm25-snowball-english-1"
+#: The table of each passage's anchor on its page (an index written before it was has none).
+ANCHORS = "passage.anchor"
 #: Hears (stage, done, of) while an index is built: "reading" and "cutting" in bytes of the
 #: documents, "indexing" and "embedding" in passages.
 Progress = Callable[[str, int, int], None]
 
 
-def cut(files: Sequence[CorpusFile], progress: Progress | None = None) -> list[CorpusPassage]:
-    """The passages of `files`, in order; `progress` hears ("cutting", bytes done, bytes of them
-    all) as it goes, from inside a large file too."""
+def cut(
+    files: Sequence[CorpusFile],
+    progress: Progress | None = None,
+    styles: Mapping[str, SiteStyle] | None = None,
+) -> list[CorpusPassage]:
+    """The passages of `files`, in order, each anchored as the site style of its source in
+    `styles` says (else as its type's, `sites.by_type`); `progress` hears ("cutting", bytes
+    done, bytes of them all) as it goes, from inside a large file too."""
     sizes = [_utf8_size(file.text) for file in files]
     total = sum(sizes)
     passages: list[CorpusPassage] = []
@@ -43,7 +51,10 @@ def cut(files: Sequence[CorpusFile], progress: Progress | None = None) -> list[C
         heard = None
         if progress is not None and size >= HEARD_EVERY:
             heard = heard_as_bytes(lambda at: progress("cutting", at, total), done, size)
-        passages.extend(file_passages(file, heard=heard, warn=_warning_about(file.source)))
+        style = (styles or {}).get(file.source) or by_type(file.source)
+        passages.extend(
+            file_passages(file, heard=heard, warn=_warning_about(file.source), anchors=style.anchors)
+        )
         done += size
         if progress is not None:
             progress("cutting", done, total)
@@ -64,11 +75,13 @@ def build_arrays(
     *,
     urls: Mapping[str, str] | None = None,
     progress: Progress | None = None,
+    styles: Mapping[str, SiteStyle] | None = None,
 ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
     """Every section of the index of `files` (or of bare `passages`), and its content header;
-    `progress` hears how the cutting into passages and their indexing go."""
+    `progress` hears how the cutting into passages and their indexing go; `styles` are the site
+    styles of the sources (`cut`)."""
     if passages is None:
-        passages = cut(files, progress)
+        passages = cut(files, progress, styles)
     documents = list(dict.fromkeys(p.source for p in passages))
     headings: list[list[str]] = []
     bodies: list[list[str]] = []
@@ -116,9 +129,10 @@ def build_arrays(
         "passage.document": np.array([document_number[p.source] for p in passages], dtype=np.int32),
         **TextTable.arrays("passage.heading", (p.heading for p in passages)),
         **TextTable.arrays("passage.text", (p.text for p in passages)),
+        **TextTable.arrays(ANCHORS, (p.anchor for p in passages)),
         "file.source": string_list([f.source for f in files]),
         **TextTable.arrays("file.title", (f.title for f in files)),
-        **TextTable.arrays("file.text", (f.text for f in files)),
+        **TextTable.arrays("file.text", (shown_text(f) for f in files)),
         "exact.keys": string_list(list(exact)),
         "exact.indptr": exact_indptr,
         "exact.ids": np.array([n for ids in exact.values() for n in ids], dtype=np.int32),

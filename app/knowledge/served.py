@@ -178,7 +178,13 @@ async def open_served(
     if not corpus.is_dir():
         raise RuntimeError(f"ANVIL_CORPUS_DIR: {_not_a_folder(corpus)}")
     index, pending = await anyio.to_thread.run_sync(
-        open_cached, corpus, cache_dir, settings.corpus_site, embedder, settings.max_document_bytes
+        open_cached,
+        corpus,
+        cache_dir,
+        settings.corpus_site,
+        embedder,
+        settings.max_document_bytes,
+        settings.corpus_site_style,
     )
     served = ServedIndex(index, name, naming_of(settings))
     stack.callback(served.close)

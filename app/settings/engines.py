@@ -10,6 +10,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from app.settings.base import Part
 from app.urls import checked_url
 
+#: The site styles of `ANVIL_CORPUS_SITE_STYLE` (`app.knowledge.sites.STYLES`).
+SiteStyleName = Literal["sphinx", "sphinx-dirhtml", "mkdocs", "docusaurus", "vitepress", "github", "html"]
+
 #: What the bundled docs are called, and what they cover.
 BUNDLED_NAME = "Anvil's documentation"
 BUNDLED_DESCRIPTION = (
@@ -60,6 +63,15 @@ class EngineSettings(Part):
         description=(
             "The site `ANVIL_CORPUS_DIR`'s pages are published at, e.g. `https://docs.example.com`: "
             "each cited passage then carries a `url` to its page and heading."
+        ),
+    )
+    corpus_site_style: SiteStyleName | None = Field(
+        None,
+        description=(
+            "The generator of `ANVIL_CORPUS_SITE`, so that each `url` opens the right page and "
+            "section: `sphinx`, `sphinx-dirhtml`, `mkdocs`, `docusaurus`, `vitepress`, `github` or "
+            "`html` (as `anvil index --site-style`). Default: sniffed from the folder (a `conf.py` is "
+            "Sphinx's, a `mkdocs.yml` MkDocs', ...), else each document by its type."
         ),
     )
     max_document_bytes: int = Field(
@@ -190,6 +202,20 @@ class EngineSettings(Part):
     @classmethod
     def _site_is_a_url(cls, value: str | None) -> str | None:
         return None if value is None else checked_url(value, example="https://docs.example.com")
+
+    @field_validator("corpus_site_style", mode="before")
+    @classmethod
+    def _no_style_when_empty(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _style_has_a_site(self) -> Self:
+        if self.corpus_site_style is not None and self.corpus_site is None:
+            raise ValueError(
+                f"ANVIL_CORPUS_SITE_STYLE ({self.corpus_site_style}) says how a site names its pages, "
+                "and ANVIL_CORPUS_SITE names no site: set ANVIL_CORPUS_SITE too, or unset the style"
+            )
+        return self
 
     @field_validator("index")
     @classmethod

@@ -150,6 +150,10 @@ class _Page(HTMLParser):
         self._inline: list[str] = []  # the text of the block being read
         self._code: list[int] = []  # where each open code element's text starts in _inline
         self._heading: int | None = None
+        # The id of the heading open (its own, or an anchor's inside it), and of an element just
+        # before it (an enclosing <section id>, an <a name>) with no text between: its page's anchor.
+        self._heading_id: str | None = None
+        self._id_before: str | None = None
         self._pre: list[str] | None = None
         self._lists: list[list[int] | None] = []  # for each list open: [next number], or None
         self._tables: list[_Table] = []
@@ -209,6 +213,8 @@ class _Page(HTMLParser):
             self._close("head")  # text is where the body starts
         if self._dropped():
             return
+        if self._heading is None and data.strip():
+            self._id_before = None
         if self._pre is not None:
             self._pre.append(data)
         else:  # the text of a code element is taken as written
@@ -228,9 +234,15 @@ class _Page(HTMLParser):
             return ""  # inside <pre> everything is text as written
         if tag in _BLOCKS:
             self._flush()
+        given = attrs.get("id") or (attrs.get("name") if tag == "a" else None)
         if tag in _HEADINGS:
             self._heading = _HEADINGS[tag]
+            self._heading_id = given
             return "heading"
+        if given and self._heading is not None:
+            self._heading_id = self._heading_id or given
+        elif given:
+            self._id_before = given
         if tag == "pre":
             self._pre = []
             return "pre"
@@ -346,7 +358,8 @@ class _Page(HTMLParser):
         if self._heading is None:
             self._writer().text(text)
             return
-        self._writer().heading(self._heading, text)
+        self._writer().heading(self._heading, text, self._heading_id or self._id_before)
+        self._heading_id = self._id_before = None
         if self._heading == 1 and not self.first_h1:
             self.first_h1 = " ".join(unescape(text).split())
 

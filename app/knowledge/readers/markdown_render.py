@@ -40,6 +40,8 @@ class Heading:
 
     level: int
     title: str
+    #: Its explicit id (`{#id}` after its text), if it has one.
+    anchor: str | None = None
 
     @property
     def markdown(self) -> str:
@@ -51,6 +53,7 @@ Block = Heading | str
 
 # Heading attributes as MkDocs (`{: #id .class}`) and Docusaurus (`{#id}`) write them.
 _ATTRIBUTES = re.compile(r"\{\s*[:#.][^{}]*\}")
+_ID = re.compile(r"(?:(?<=[{\s:])|^)#([^\s{}]+)")
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 _RAW_TEXT = re.compile(r"<(script|style)\b.*?(?:</\1\s*>|\Z)", re.S | re.I)
 _TAG = re.compile(
@@ -148,7 +151,7 @@ class _Writer:
                 out.extend(self.html(node.content, depth, flat))
             elif kind == "heading":
                 # A heading of markup only (`# <img src=logo.png>`) has nothing to cite: no heading.
-                heading = Heading(int(node.tag[1]), _heading_title(node.children[0]))
+                heading = Heading(int(node.tag[1]), *_heading_parts(node.children[0]))
                 out.append(heading.title if flat or not heading.title else heading)
             elif kind == "paragraph":
                 out.append(_paragraph(node.children[0]))
@@ -258,14 +261,15 @@ def _without_tags(text: str, gap: Callable[[str | None], str] = lambda _: "") ->
     return "".join(out)
 
 
-def _without_attributes(title: str) -> str:
+def _without_attributes(title: str) -> tuple[str, str | None]:
     """A heading's text without attributes such as `{#id}` at its end (`_ATTRIBUTES`), found from
-    the last brace rather than from every space."""
+    the last brace rather than from every space; and the id they give, if any."""
     stripped = title.rstrip()
     start = stripped.rfind("{")
     if stripped.endswith("}") and start >= 0 and _ATTRIBUTES.fullmatch(stripped[start:]):
-        return stripped[:start]
-    return title
+        found = _ID.search(stripped[start + 1 : -1])
+        return stripped[:start], None if found is None else found.group(1)
+    return title, None
 
 
 def _inline(node: SyntaxTreeNode) -> str:
@@ -298,7 +302,13 @@ def _paragraph(inline: SyntaxTreeNode) -> str:
 
 def _heading_title(inline: SyntaxTreeNode) -> str:
     """A heading as cited: its text, attributes such as `{#id}` dropped, spaces collapsed."""
-    return " ".join(_without_attributes(_inline(inline)).split())
+    return _heading_parts(inline)[0]
+
+
+def _heading_parts(inline: SyntaxTreeNode) -> tuple[str, str | None]:
+    """A heading's text as cited (`_heading_title`) and the id its attributes give, if any."""
+    title, anchor = _without_attributes(_inline(inline))
+    return " ".join(title.split()), anchor
 
 
 def _code_span(content: str) -> str:

@@ -62,6 +62,9 @@ _INLINE = re.compile(r"[\\`*\[]|(?<![^\W_])_|_(?![^\W_])|<(?=[A-Za-z/!?>])|&(?=#
 _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _TICKS = re.compile(r"`+")
 _TRAILING_HASHES = re.compile(r"(?<=\s)(#+)(?=\s*$)")
+# An id a heading can carry as `{#id}` (no space or brace in it), its punctuation escaped.
+_ID = re.compile(r"[^\s{}]+")
+_PUNCTUATION = re.compile(r"[!-/:-@\[-`{-~]")
 
 
 class UnreadableDocument(ValueError):
@@ -185,11 +188,15 @@ class Markdown:
         self._items: list[_Item] = []  # the list items open, outermost first
         self._list: list[str] = []  # the lines of the list being written
 
-    def heading(self, depth: int, text: str) -> None:
-        """A heading at `depth` (1 is the top; deeper than 4 is written as 4) of inline Markdown."""
+    def heading(self, depth: int, text: str, anchor: str | None = None) -> None:
+        """A heading at `depth` (1 is the top; deeper than 4 is written as 4) of inline Markdown,
+        with its page's `anchor` (an id) as a `{#id}` attribute, which the passage cutter takes off."""
         text = _TRAILING_HASHES.sub(r"\\\1", " ".join(text.split()))
         if text:
             self._end_list()
+            if anchor and _ID.fullmatch(anchor):
+                escaped = _PUNCTUATION.sub(r"\\\g<0>", anchor)
+                text = f"{text} {{#{escaped}}}"
             self.blocks.append(("heading", f"{'#' * max(1, min(depth, 4))} {text}"))
 
     def text(self, text: str) -> None:

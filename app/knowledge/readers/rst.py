@@ -111,7 +111,15 @@ def _defaults() -> Values:
     # The title is found here (`_title`): the document's sections then keep their depths.
     settings.doctitle_xform = False
     settings.syntax_highlight = "none"
+    # Ids as Sphinx makes them: a repeated title's section is `id1`, `id2`, ...
+    settings.auto_id_prefix = "id"
     return settings
+
+
+def _section_id(section: nodes.Element) -> str | None:
+    """The id a site gives a section: its first label's (`.. _label:` before it), else its own."""
+    ids = section["ids"]
+    return ids[1] if len(ids) > 1 else (ids[0] if ids else None)
 
 
 def _stopped_at(document: nodes.document) -> str | None:
@@ -153,7 +161,7 @@ class _Walk:
         elif isinstance(node, nodes.section):
             titles = [child for child in node.children if isinstance(child, nodes.title)]
             if titles:
-                out.heading(depth, _inline(titles[0]))
+                out.heading(depth, _inline(titles[0]), _section_id(node))
             for child in node.children:
                 if child not in titles[:1]:
                     self.block(child, depth + 1)

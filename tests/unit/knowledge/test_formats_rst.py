@@ -68,12 +68,12 @@ def test_sections_become_headings_by_depth_under_the_document_title(tmp_path: Pa
     assert file.title == "Widget guide"
     headings = [line for line in file.text.splitlines() if line.startswith("#")]
     assert headings == [
-        "# Widget guide",
-        "## Installing",
-        "### On Linux",
-        "#### Level four",
-        "#### Level five",
-        "## Using",
+        "# Widget guide {#widget\\-guide}",
+        "## Installing {#install}",
+        "### On Linux {#on\\-linux}",
+        "#### Level four {#level\\-four}",
+        "#### Level five {#level\\-five}",
+        "## Using {#using}",
     ]
     assert [(p.heading, p.text) for p in passages] == [
         ("Widget guide", "Widgets spin. See Installing widgets and the faq."),
@@ -121,7 +121,7 @@ def test_the_title_is_the_top_sections_unless_a_field_list_an_image_or_text_come
     file, passages = read_one(tmp_path, before + SECTION)
 
     assert file.title == title
-    assert "# Install" in file.text.splitlines()
+    assert [line for line in file.text.splitlines() if line.startswith("# Install {#")]
     assert passages[-1].text == "Run it."
 
 

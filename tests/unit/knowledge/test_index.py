@@ -148,7 +148,7 @@ def test_an_empty_corpus_makes_an_index_that_finds_nothing(tmp_path: Path) -> No
         ("guide/install.md", "https://docs.example.com/v2/guide/install"),
         ("guide/index.mdx", "https://docs.example.com/v2/guide/"),
         ("index.md", "https://docs.example.com/v2/"),
-        ("reference/api.rst", "https://docs.example.com/v2/reference/api"),
+        ("reference/api.rst", "https://docs.example.com/v2/reference/api.html"),
         ("legacy/page.html", "https://docs.example.com/v2/legacy/page.html"),
     ],
 )
