@@ -66,7 +66,8 @@ def parse_file(markdown: str, source: str, *, heard: Heard | None = None) -> Cor
     """The file `source` holding `markdown`: front matter stripped, titled; `heard` hears the
     share of it read, as a large one is.
 
-    The title is the front matter's `title`, else the first `#` heading, else the file name.
+    The title is the front matter's `title`, else the first `#` heading (or HTML `<h1>`), else
+    the first heading of any level, else the file name.
     """
     front, body = split_front_matter(markdown)
     title = front.get("title")
@@ -113,7 +114,8 @@ def file_passages(
     """Cut one corpus file into passages at its headings, chunking long sections.
 
     Each passage's heading is the chain of enclosing headings joined with " > ", rooted at the
-    front matter title when the document has no `#` heading of its own. Text before the first
+    document's title when the document has no `#` heading of its own and its title is not its
+    first heading's. Text before the first
     heading is filed under the document's title. Headings are the parser's: a line in code is
     never one, and one inside a list item is text. Sections with no text are dropped. `heard`
     hears the share of the file cut as it goes; `warn` once that a part nested too deep for the
@@ -121,7 +123,8 @@ def file_passages(
     """
     blocks = document_blocks(file.text, mdx=_is_mdx(file.source), heard=heard, warn=warn)
     root: list[tuple[int, str]] = []
-    if _first_title(blocks) is None and file.title != file.source.rsplit("/", 1)[-1]:
+    first = next((block.title for block in blocks if isinstance(block, Heading)), None)
+    if _first_title(blocks) is None and file.title not in (file.source.rsplit("/", 1)[-1], first):
         root = [(0, file.title)]
     sections: list[tuple[tuple[str, ...], list[str]]] = [((), [])]
     chain = list(root)
