@@ -13,8 +13,8 @@ with a warning; lists are written nested at most `markup.MAX_LIST_DEPTH` deep.
 from __future__ import annotations
 
 import io
-import textwrap
 import re
+import textwrap
 from functools import cache
 
 from docutils import nodes

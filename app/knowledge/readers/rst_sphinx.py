@@ -24,19 +24,20 @@ Directives come from nowhere else: no Sphinx extension is imported, no file is r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from docutils import nodes
 from docutils.parsers.rst import Directive, directives
 from docutils.parsers.rst.directives.body import CodeBlock
 
 
-class _AnyOptions(dict[str, object]):
+class _AnyOptions(dict[str, Callable[[str], Any]]):
     """An option specification that takes every option, its value as written (Sphinx's
     directives have many, none of which changes the text)."""
 
-    def __getitem__(self, key: str) -> object:
+    def __getitem__(self, key: str) -> Callable[[str], Any]:
         return directives.unchanged
 
     def __contains__(self, key: object) -> bool:
@@ -51,7 +52,7 @@ class _Read(Directive):
 
     optional_arguments = 1
     final_argument_whitespace = True
-    option_spec: ClassVar[dict[str, object]] = _AnyOptions()  # type: ignore[misc]
+    option_spec = _AnyOptions()
     has_content = True
 
     def head(self, argument: str) -> list[nodes.Node]:
@@ -139,31 +140,30 @@ class _Nothing(Directive):
 
     optional_arguments = 1
     final_argument_whitespace = True
-    option_spec: ClassVar[dict[str, object]] = _AnyOptions()  # type: ignore[misc]
+    option_spec = _AnyOptions()
     has_content = True
 
     def run(self) -> list[nodes.Node]:
         return []
 
 
+_SPHINX_CODE_OPTIONS = ("emphasize-lines", "linenos", "lineno-start", "dedent", "force")
+
+
 class _Code(CodeBlock):
     """docutils' `code` with Sphinx's options taken; a `caption` is a line before the code."""
 
-    option_spec: ClassVar[dict[str, object]] = {  # type: ignore[misc]
+    option_spec: ClassVar[dict[str, Callable[[str], str | list[str]]]] = {
         **CodeBlock.option_spec,
         "caption": directives.unchanged,
-        "emphasize-lines": directives.unchanged,
-        "linenos": directives.flag,
-        "lineno-start": directives.unchanged,
-        "dedent": directives.unchanged,
-        "force": directives.flag,
+        **{name: directives.unchanged for name in _SPHINX_CODE_OPTIONS},
     }
 
     def run(self) -> list[nodes.Node]:
         caption = str(self.options.pop("caption", "") or "")
-        for name in ("emphasize-lines", "linenos", "lineno-start", "dedent", "force"):
+        for name in _SPHINX_CODE_OPTIONS:
             self.options.pop(name, None)
-        code: list[nodes.Node] = list(super().run())
+        code: list[nodes.Node] = list(super().run())  # type: ignore[no-untyped-call]
         if caption.strip():
             code.insert(0, nodes.paragraph("", " ".join(caption.split())))
         return code
@@ -171,25 +171,120 @@ class _Code(CodeBlock):
 
 _DOMAINS = ("py", "js", "c", "cpp", "rst", "std", "http", "mat", "rb", "php", "go", "dotnet", "net")
 _DESCRIBED = (
-    "function method classmethod staticmethod attribute property data exception decorator "
-    "decoratormethod member var type macro struct union enum enumerator enum-class enum-struct "
-    "alias concept namespace namespace-push namespace-pop envvar option cmdoption describe object "
-    "confval directive role directive:option"
-).split()
-_HTTP = "get post put patch delete head options".split()
+    "function",
+    "method",
+    "classmethod",
+    "staticmethod",
+    "attribute",
+    "property",
+    "data",
+    "exception",
+    "decorator",
+    "decoratormethod",
+    "member",
+    "var",
+    "type",
+    "macro",
+    "struct",
+    "union",
+    "enum",
+    "enumerator",
+    "enum-class",
+    "enum-struct",
+    "alias",
+    "concept",
+    "namespace",
+    "namespace-push",
+    "namespace-pop",
+    "envvar",
+    "option",
+    "cmdoption",
+    "describe",
+    "object",
+    "confval",
+    "directive",
+    "role",
+    "directive:option",
+)
+_HTTP = (
+    "get",
+    "post",
+    "put",
+    "patch",
+    "delete",
+    "head",
+    "options",
+)
 _AUTODOC = (
-    "automodule autoclass autoexception autofunction automethod autoattribute autodata autoproperty "
-    "autodecorator autonewtypedata autoclassmethod autostaticmethod autotypeddict autopydantic_model "
-    "autopydantic_settings click autoprogram argparse"
-).split()
-_CONTENT = "only ifconfig hlist glossary tabs tab-set grid".split()
-_HEADED = "tab group-tab tab-item dropdown card grid-item grid-item-card centered".split()
-_LITERAL = "doctest testcode testoutput productionlist".split()
+    "automodule",
+    "autoclass",
+    "autoexception",
+    "autofunction",
+    "automethod",
+    "autoattribute",
+    "autodata",
+    "autoproperty",
+    "autodecorator",
+    "autonewtypedata",
+    "autoclassmethod",
+    "autostaticmethod",
+    "autotypeddict",
+    "autopydantic_model",
+    "autopydantic_settings",
+    "click",
+    "autoprogram",
+    "argparse",
+)
+_CONTENT = (
+    "only",
+    "ifconfig",
+    "hlist",
+    "glossary",
+    "tabs",
+    "tab-set",
+    "grid",
+)
+_HEADED = (
+    "tab",
+    "group-tab",
+    "tab-item",
+    "dropdown",
+    "card",
+    "grid-item",
+    "grid-item-card",
+    "centered",
+)
+_LITERAL = (
+    "doctest",
+    "testcode",
+    "testoutput",
+    "productionlist",
+)
 _NOTHING = (
-    "toctree index highlight module currentmodule sectionauthor moduleauthor codeauthor tabularcolumns "
-    "default-domain literalinclude autosummary todolist program graphviz graph digraph "
-    "inheritance-diagram plantuml uml mermaid testsetup testcleanup"
-).split()
+    "toctree",
+    "index",
+    "highlight",
+    "module",
+    "currentmodule",
+    "sectionauthor",
+    "moduleauthor",
+    "codeauthor",
+    "tabularcolumns",
+    "default-domain",
+    "literalinclude",
+    "autosummary",
+    "todolist",
+    "program",
+    "graphviz",
+    "graph",
+    "digraph",
+    "inheritance-diagram",
+    "plantuml",
+    "uml",
+    "mermaid",
+    "testsetup",
+    "testcleanup",
+)
 
 
 @cache

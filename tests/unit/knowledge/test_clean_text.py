@@ -65,7 +65,8 @@ def test_rst_code_block_with_sphinx_options_keeps_its_code_and_caption(tmp_path:
 def test_rst_sphinx_roles_read_as_sphinx_shows_them(tmp_path: Path) -> None:
     text = (
         "API\n===\n\nThe request is a :class:`~flask.Request`; use :func:`flask.request`, see "
-        ":ref:`the guide <guide-label>` and :doc:`the tutorial <tutorial/index>`, or :doc:`tutorial/index`.\n\n"
+        ":ref:`the guide <guide-label>` and :doc:`the tutorial <tutorial/index>`, or "
+        ":doc:`tutorial/index`.\n\n"
         "Call :meth:`~Widget.spin`, read :attr:`Widget.speed`, :data:`SPEED`, catch :exc:`SpinError`, "
         "set :envvar:`WIDGET_HOME`, run :program:`widget` with :option:`--fast`, press :kbd:`Ctrl-C`, "
         "read :py:attr:`!widget.size`.\n"
@@ -134,7 +135,8 @@ def test_rst_sphinx_directives_give_their_content(tmp_path: Path) -> None:
 
 def test_twoslash_hidden_code_and_notes_stay_out_of_a_fence(tmp_path: Path) -> None:
     text = (
-        "# Store\n\n```ts twoslash\n// @errors: 2304\nimport { setup } from './setup'\nconst hidden = setup()\n"
+        "# Store\n\n```ts twoslash\n// @errors: 2304\nimport { setup } from './setup'\n"
+        "const hidden = setup()\n"
         "// ---cut---\nconst store = createStore()\n//    ^?\n```\n"
     )
     file, passages = read_one(tmp_path, "store.md", text)
@@ -232,7 +234,11 @@ def test_an_overlined_heading_titles_a_plain_text_page(tmp_path: Path) -> None:
         ),
         ("README.md", "<!-- badges -->\n[![CI](ci.svg)](ci)\n\n## Widgets\n\nSpin.\n", "Widgets"),
         ("README.md", '# <img src="logo.png">\n\n## Widgets\n\nSpin.\n', "Widgets"),
-        ("page.mdx", "import Tabs from '@theme/Tabs'\n\n![logo](logo.png)\n\n## Widgets\n\nSpin.\n", "Widgets"),
+        (
+            "page.mdx",
+            "import Tabs from '@theme/Tabs'\n\n![logo](logo.png)\n\n## Widgets\n\nSpin.\n",
+            "Widgets",
+        ),
     ],
 )
 def test_a_page_is_titled_by_its_first_heading_not_its_file_name(
