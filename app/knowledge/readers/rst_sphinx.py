@@ -14,8 +14,9 @@ those of its common extensions, each read as plain docutils nodes:
   in are in the code, not the page);
 - layout (`only`, `hlist`, `glossary`, tabs, cards, grids, dropdowns): their content, after a
   title line for those that have one;
-- `code-block` and `sourcecode` take Sphinx's options (`caption`, `emphasize-lines`, ...) and
-  give the caption as a line before the code;
+- `code-block`, `sourcecode` and `code-tab` take Sphinx's options (`caption`,
+  `emphasize-lines`, ...) and give the caption as a line before the code; `doctest`, `testcode`,
+  `testoutput` and `productionlist` are code;
 - what holds nothing to read, or what must not be read (`toctree`, `index`, `highlight`,
   `module`, `literalinclude`, diagrams): nothing.
 
