@@ -8,8 +8,9 @@ read as `rst_sphinx` says, its roles as Sphinx shows them (`_role`); any other d
 does not know gives its argument and content. What is left of inline markup docutils did not read
 as such (backticks of interpreted text inside a word) goes (`_prose`).
 
-The parser is set up for text from anywhere: it reads no configuration file and no other file (`include`, `raw` and file options are refused), runs no raw output, and
-reports nothing anywhere, so a problem in one document never reaches the log or stops a build.
+The parser is set up for text from anywhere: it reads no configuration file and no other file
+(`include`, `raw` and file options are refused), runs no raw output, and reports nothing
+anywhere, so a problem in one document never reaches the log or stops a build.
 A document nested deeper than docutils can parse (it recurses once a level) is read as plain text,
 with a warning; lists are written nested at most `markup.MAX_LIST_DEPTH` deep.
 """
