@@ -76,7 +76,8 @@ def parse_file(markdown: str, source: str, *, heard: Heard | None = None) -> Cor
     """The file `source` holding `markdown`: front matter stripped, titled; `heard` hears the
     share of it read, as a large one is.
 
-    The title is the front matter's `title`, else the first `#` heading, else the file name.
+    The title is the front matter's `title`, else the first `#` heading (or HTML `<h1>`), else
+    the first heading of any level, else the file name.
     """
     front, body = split_front_matter(markdown)
     title = front.get("title")
@@ -131,7 +132,8 @@ def file_passages(
     """Cut one corpus file into passages at its headings, chunking long sections.
 
     Each passage's heading is the chain of enclosing headings joined with " > ", rooted at the
-    front matter title when the document has no `#` heading of its own. Text before the first
+    document's title when the document has no `#` heading of its own and its title is not its
+    first heading's. Text before the first
     heading is filed under the document's title. Headings are the parser's: a line in code is
     never one, and one inside a list item is text. Sections with no text are dropped. `heard`
     hears the share of the file cut as it goes; `warn` once that a part nested too deep for the
@@ -148,7 +150,8 @@ def file_passages(
         anchors([(h.title, h.anchor) for h in headings]) if anchors else [h.anchor for h in headings]
     )
     root: list[tuple[int, str, str | None]] = []
-    if _first_title(blocks) is None and file.title != file.source.rsplit("/", 1)[-1]:
+    first = headings[0].title if headings else None
+    if _first_title(blocks) is None and file.title not in (file.source.rsplit("/", 1)[-1], first):
         root = [(0, file.title, None)]
     sections: list[tuple[tuple[str, ...], str, list[str]]] = [((), "", [])]
     chain = list(root)

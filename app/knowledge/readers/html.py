@@ -6,8 +6,10 @@ tables Markdown tables (a table laid out with headings, lists or code in its cel
 blocks in order instead), `code` code spans, and paragraphs, `div`s and the like blocks of their
 own; `br` breaks a line. Entities are decoded. Left out entirely: the page's machinery and
 furniture (`script`, `style`, `noscript`, `template`, `svg`, `nav`, `header`, `footer`, `aside`,
-`form`), the `head` but its `title`, comments, and any element that is hidden (the `hidden`
-attribute, `aria-hidden="true"`, or an inline style of `display: none` or `visibility: hidden`).
+`form`, and any element with the role of one of them, `role="navigation"`, or the class of a
+navigation bar, such as texinfo's `nav-panel`), the `head` but its `title`, comments, and any
+element that is hidden (the `hidden` attribute, `aria-hidden="true"`, or an inline style of
+`display: none` or `visibility: hidden`).
 
 Tags a page leaves open are closed as browsers close them (a `p` by the next block, an `li` by
 the next `li`, the `head` by the first tag of the body), so a page with sloppy markup still reads.
@@ -84,6 +86,10 @@ _IMPLIED: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "th": (_CELLS, frozenset({"tr", "table"})),
     **{name: (_SECTIONS | _ROWS, frozenset({"table"})) for name in _SECTIONS},
 }
+#: Landmark roles of a page's furniture (what `nav`, `header` and `footer` are), and classes of
+#: navigation bars: texinfo's (`nav-panel`, and `header` before texinfo 7) and the usual others.
+FURNITURE_ROLES = frozenset({"navigation", "banner", "contentinfo"})
+FURNITURE_CLASSES = frozenset({"nav-panel", "header", "navigation", "navbar", "breadcrumb", "breadcrumbs"})
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 _SPACE = re.compile(r"\s+")
 
@@ -176,7 +182,7 @@ class _Page(HTMLParser):
         if tag in _BLOCKS and self._pre is None and not deep:
             self._close_implied(*_P)
         attributes = dict(attrs)
-        dropped = self._dropped() or tag in DROPPED or _hidden(attributes)
+        dropped = self._dropped() or tag in DROPPED or _hidden(attributes) or _furniture(attributes)
         if tag in _VOID:
             if not dropped:
                 self._void(tag)
@@ -387,3 +393,11 @@ def _hidden(attrs: dict[str, str | None]) -> bool:
         or (attrs.get("aria-hidden") or "").strip().lower() == "true"
         or bool(_HIDDEN_STYLE.search(attrs.get("style") or ""))
     )
+
+
+def _furniture(attrs: dict[str, str | None]) -> bool:
+    """Whether an element with `attrs` is a page's furniture: a navigation bar, a banner, a
+    footer (`FURNITURE_ROLES`, `FURNITURE_CLASSES`)."""
+    roles = (attrs.get("role") or "").lower().split()
+    classes = (attrs.get("class") or "").lower().split()
+    return any(role in FURNITURE_ROLES for role in roles) or any(c in FURNITURE_CLASSES for c in classes)

@@ -30,7 +30,7 @@ import yaml
 from markdown_it.tree import SyntaxTreeNode
 
 from app.knowledge.readers.markdown_parser import CONTAINER, HEARD, TAB, TOO_DEEP, outline_parser, parser
-from app.knowledge.readers.markup import Heard, Warn
+from app.knowledge.readers.markup import Heard, Warn, escape
 from app.knowledge.readers.mdx import strip_mdx
 
 
@@ -68,6 +68,13 @@ _BREAKING = re.compile(
     re.I,
 )
 _FENCE_LIKE = re.compile(r"^\s*(?:```|~~~)")
+# twoslash's markers of code hidden from the reader, and its notes to the compiler (`// @errors:
+# 2304`, `// @filename: a.ts`) and queries (`//  ^?`) in a `twoslash` block.
+_CUT_BEFORE = frozenset({"// ---cut---", "// ---cut-before---"})
+_CUT_AFTER = "// ---cut-after---"
+_CUT_START = "// ---cut-start---"
+_CUT_END = "// ---cut-end---"
+_TWOSLASH_NOTE = re.compile(r"//\s*(?:@\w|\^[?|])")
 _UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
 _TRANSPARENT = frozenset({"blockquote", "footnote_block", "footnote", CONTAINER})
 # An HTML block's text is parsed again; text that still holds HTML after that is taken as it is.
@@ -99,21 +106,40 @@ def document_blocks(
 
 
 def first_title(markdown: str, *, mdx: bool = False, heard: Heard | None = None) -> str | None:
-    """The text of the first level-1 heading of `markdown` outside lists, if there is one;
-    `heard` hears the share of the document read as it goes."""
+    """The text of the first level-1 heading of `markdown` outside lists (an HTML `<h1>` in an
+    HTML block is one), else of its first heading of any level, if it has one; `heard` hears the
+    share of the document read as it goes. A heading of markup only (a logo) is none."""
     env: dict[str, Any] = {} if heard is None else {HEARD: lambda _, done, of: heard(done / max(1, of))}
     tokens = outline_parser(mdx=mdx).parse(_prepare(markdown, mdx=mdx), env)
     in_list = 0
+    first: str | None = None
     for n, token in enumerate(tokens):
         if token.type == "list_item_open":
             in_list += 1
         elif token.type == "list_item_close":
             in_list -= 1
-        elif token.type == "heading_open" and token.tag == "h1" and not in_list:
+        elif token.type == "heading_open" and not in_list:
             inline = SyntaxTreeNode(parser(mdx=mdx).parseInline(tokens[n + 1].content)).children[0]
-            if title := _heading_title(inline):
+            title = _heading_title(inline)
+            if title and token.tag == "h1":
                 return title
-    return None
+            first = first or title or None
+        elif token.type == "html_block" and not in_list and (title := _html_h1(token.content)):
+            return title
+    return first
+
+
+def _html_h1(html: str) -> str:
+    """The text of the first `<h1>` of an HTML block, its tags gone; "" when it has none."""
+    lower = html.lower()
+    start = lower.find("<h1")
+    while start >= 0 and lower[start + 3 : start + 4] not in (">", " ", "\t", "\n", "/"):
+        start = lower.find("<h1", start + 3)
+    opened = lower.find(">", start) if start >= 0 else -1
+    end = lower.find("</h1", opened) if opened >= 0 else -1
+    if end < 0:
+        return ""
+    return " ".join(_without_tags(_COMMENT.sub("", html[opened + 1 : end])).split())
 
 
 def _prepare(markdown: str, *, mdx: bool) -> str:
@@ -156,7 +182,7 @@ class _Writer:
             elif kind == "paragraph":
                 out.append(_paragraph(node.children[0]))
             elif kind in ("fence", "code_block"):
-                out.append(_fenced(node.content, node.info, node.markup))
+                out.extend(_code(node.content, node.info, node.markup))
             elif kind in ("bullet_list", "ordered_list"):
                 out.append(self.items(node, depth))
             elif kind == "table":
@@ -315,6 +341,51 @@ def _code_span(content: str) -> str:
     ticks = "`" * (max((len(run) for run in re.findall(r"`+", content)), default=0) + 1)
     pad = " " if content[:1] == "`" or content[-1:] == "`" else ""
     return f"{ticks}{pad}{content}{pad}{ticks}"
+
+
+def _code(content: str, info: str, markup: str) -> list[str]:
+    """A code block as its blocks: a line of its title, when its info string gives one
+    (```` ```js [.env] ```` as VitePress writes it, `title="app.js"` as Docusaurus does), then the
+    code as a fence labelled with its language only. Code that twoslash hides goes: every line
+    before a `// ---cut---` line (the last, and the line itself), after `// ---cut-after---`,
+    between `// ---cut-start---` and `// ---cut-end---`; in a `twoslash` block, also its
+    `// @flag` lines and `// ^?` queries."""
+    words = info.split()
+    language = words[0] if words else ""
+    for mark in "{[:":
+        language = language.partition(mark)[0]
+    title = _code_title(info)
+    lines = content.split("\n")
+    cuts = [n for n, line in enumerate(lines) if line.strip() in _CUT_BEFORE]
+    if cuts:
+        lines = lines[cuts[-1] + 1 :]
+    after = next((n for n, line in enumerate(lines) if line.strip() == _CUT_AFTER), None)
+    if after is not None:
+        lines = lines[:after]
+    kept: list[str] = []
+    hiding = False
+    for line in lines:
+        stripped = line.strip()
+        if stripped in (_CUT_START, _CUT_END):
+            hiding = stripped == _CUT_START
+        elif not hiding and not ("twoslash" in words and _TWOSLASH_NOTE.match(stripped)):
+            kept.append(line)
+    fenced = _fenced("\n".join(kept), language, markup)
+    return [escape(title), fenced] if title else [fenced]
+
+
+def _code_title(info: str) -> str:
+    """The title an info string gives its code block (`[title]`, `title="title"`), else ""."""
+    start = info.find("[")
+    end = info.find("]", start + 1)
+    if start > 0 and end > start and not info[:start].split()[1:]:  # the language's word, then [..]
+        return " ".join(info[start + 1 : end].split())
+    for quote in ('"', "'"):
+        at = info.find(f"title={quote}")
+        if at >= 0:
+            end = info.find(quote, at + 7)
+            return " ".join(info[at + 7 : end if end >= 0 else len(info)].split())
+    return ""
 
 
 def _fenced(content: str, info: str, markup: str) -> str:

@@ -2,10 +2,15 @@
 
 docutils parses the text into a document tree, which is walked: sections become headings by
 depth, literal blocks code fences, lists `- ` and `1. ` lines, admonitions and footnotes keep
-their text, tables become Markdown tables. docutils' own reports (`system_message` nodes), comments
-and targets are left out. The parser is set up for text from anywhere: it reads no configuration
-file and no other file (`include`, `raw` and file options are refused), runs no raw output, and
-reports nothing anywhere, so a problem in one document never reaches the log or stops a build.
+their text, tables become Markdown tables. docutils' own reports (`system_message` nodes), comments,
+targets and the document's metadata (its docinfo fields) are left out. Sphinx's directives are
+read as `rst_sphinx` says, its roles as Sphinx shows them (`_role`); any other directive docutils
+does not know gives its argument and content. What is left of inline markup docutils did not read
+as such (backticks of interpreted text inside a word) goes (`_prose`).
+
+The parser is set up for text from anywhere: it reads no configuration file and no other file
+(`include`, `raw` and file options are refused), runs no raw output, and reports nothing
+anywhere, so a problem in one document never reaches the log or stops a build.
 A document nested deeper than docutils can parse (it recurses once a level) is read as plain text,
 with a warning; lists are written nested at most `markup.MAX_LIST_DEPTH` deep.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from functools import cache
 
 from docutils import nodes
@@ -23,6 +29,7 @@ from docutils.parsers.rst import Parser
 from docutils.readers.standalone import Reader
 
 from app.knowledge.corpus import CorpusFile
+from app.knowledge.readers import rst_sphinx
 from app.knowledge.readers.markup import (
     DEEP_LISTS_WARNING,
     Markdown,
@@ -49,14 +56,35 @@ _MAX_ROLE_CHARS = 1000
 _NEVER = 5
 _ERROR = 3
 
-# An interpreted text role docutils does not know (Sphinx's :ref:, :doc:, ...) is kept as its
-# source; its text (without a `<target>`) is what a reader sees.
-_ROLE = re.compile(r"\A(?::[\w.+:-]+:)?`(.*?)`(?::[\w.+:-]+:)?_?\Z", re.S)
+# An interpreted text role docutils does not know (Sphinx's :ref:, :doc:, :class:, ...) is kept
+# as its source: its name and its text (without a `<target>`) are read from it (`_role`).
+_ROLE = re.compile(r"\A(?::([\w.+:-]+):)?`(.*?)`(?::([\w.+:-]+):)?_?\Z", re.S)
 _TARGET = re.compile(r"\s*<[^<>]*>\Z")
+# Sphinx's roles whose text it shows as code: objects of its domains, and the like.
+_CODE_ROLES = frozenset(
+    {"func", "meth", "class", "attr", "data", "exc", "obj", "mod", "const", "type", "member", "var"}
+    | {"macro", "struct", "union", "enum", "enumerator", "expr", "texpr", "envvar", "option", "file"}
+    | {"samp", "kbd", "makevar", "regexp", "token", "command", "program", "prop", "decorator"}
+)
+# Runs of backticks in text: what is left of inline markup docutils did not read as such.
+_TICKS = re.compile(r"`+")
+# The message of docutils' report of a directive it does not know.
+_UNKNOWN_DIRECTIVE = "Unknown directive type"
+# Code blocks whose language says they have none.
+_NO_LANGUAGE = frozenset({"none"})
 
 # Left out of the text: docutils' reports, comments, targets, substitution definitions, raw
 # output, images (they hold no text) and page decoration.
-_DROPPED = (nodes.Invisible, nodes.system_message, nodes.raw, nodes.image, nodes.decoration, nodes.meta)
+_DROPPED = (
+    nodes.Invisible,
+    nodes.system_message,
+    nodes.raw,
+    nodes.image,
+    nodes.decoration,
+    nodes.meta,
+    nodes.docinfo,
+)
+_BEFORE_TEXT = (nodes.title, nodes.subtitle, nodes.PreBibliographic)
 _TEXT = (nodes.paragraph, nodes.title, nodes.subtitle, nodes.rubric, nodes.caption, nodes.term)
 _CODE = (nodes.literal_block, nodes.doctest_block, nodes.math_block)
 
@@ -73,6 +101,7 @@ def read_rst(text: str, source: str, *, warn: Warn | None = None) -> CorpusFile:
     out = Markdown()
     try:
         document = publish_doctree(text, settings=_settings())
+        _drop_metadata(document)
         _Walk(out).blocks(document, 1)
     except RecursionError as error:
         if warn is not None:
@@ -101,6 +130,7 @@ def _settings() -> Values:
 @cache
 def _defaults() -> Values:
     """docutils' defaults (no configuration file is read), made safe for text from anywhere."""
+    rst_sphinx.register()
     settings = get_default_settings(Parser, Reader)
     settings.report_level = _NEVER
     settings.halt_level = _NEVER
@@ -133,13 +163,22 @@ def _stopped_at(document: nodes.document) -> str | None:
 
 
 def _title(document: nodes.document) -> str:
-    """The document's title: the title of its section when that is all it holds (what docutils
-    itself promotes to a document title), else ""."""
-    body = [child for child in document.children if not isinstance(child, nodes.PreBibliographic)]
-    if len(body) != 1 or body[0] is not document.children[-1] or not isinstance(body[0], nodes.section):
-        return ""
-    titles = [child for child in body[0].children if isinstance(child, nodes.title)]
+    """The document's title: the title of its first section, whatever comes before it (a field
+    list, an image, a paragraph), else ""."""
+    section = next(iter(document.findall(nodes.section)), None)
+    titles = [] if section is None else [c for c in section.children if isinstance(c, nodes.title)]
     return " ".join(unescape(_inline(titles[0])).split()) if titles else ""
+
+
+def _drop_metadata(document: nodes.document) -> None:
+    """Take the document's metadata out of it: the field list right after its first top-level
+    section title (`:Author:`, `:Version:`: the docinfo of a document whose title docutils
+    promotes). A field list at its very top (`:orphan:`, `:tocdepth: 2`) is docinfo already, and
+    left out as such. Only comments, targets and the like may come between title and fields."""
+    section = next((c for c in document.children if isinstance(c, nodes.section)), None)
+    rest = [] if section is None else [c for c in section.children if not isinstance(c, _BEFORE_TEXT)]
+    if section is not None and rest and isinstance(rest[0], nodes.field_list):
+        section.remove(rest[0])
 
 
 class _Walk:
@@ -147,6 +186,7 @@ class _Walk:
 
     def __init__(self, out: Markdown) -> None:
         self.out = out
+        self.in_unknown = False  # reading the content of a directive docutils does not know
 
     def blocks(self, node: nodes.Element, depth: int) -> None:
         for child in node.children:
@@ -155,7 +195,9 @@ class _Walk:
     def block(self, node: nodes.Node, depth: int) -> None:
         out = self.out
         if isinstance(node, nodes.Text):
-            out.text(escape(node.astext()))
+            out.text(_prose(str(node)))
+        elif isinstance(node, nodes.system_message) and (unknown := _unknown_directive(node)) is not None:
+            self.unknown(unknown, depth)
         elif not isinstance(node, nodes.Element) or isinstance(node, _DROPPED):
             return
         elif isinstance(node, nodes.section):
@@ -171,7 +213,8 @@ class _Walk:
             out.text(" ".join(_inline(node).split()))
         elif isinstance(node, _CODE):
             languages = [name for name in node["classes"] if name != "code"]
-            out.fence(node.astext(), languages[0] if languages else "")
+            language = languages[0] if languages else ""
+            out.fence(node.astext(), "" if language in _NO_LANGUAGE else language)
         elif isinstance(node, (nodes.bullet_list, nodes.enumerated_list)):
             self.items(node, depth)
         elif isinstance(node, nodes.table):
@@ -188,8 +231,6 @@ class _Walk:
             out.text(f"{name}:")
             for child in body:
                 self.block(child, depth)
-        elif isinstance(node, nodes.Bibliographic) and not isinstance(node, nodes.field):
-            out.text(f"{node.tagname.capitalize()}: {escape(node.astext())}")
         elif isinstance(node, (nodes.footnote, nodes.citation)):
             labels = [child for child in node.children if isinstance(child, nodes.label)]
             if labels:
@@ -206,6 +247,20 @@ class _Walk:
             out.text(f"— {' '.join(_inline(node).split())}")
         else:  # block quotes, containers, definitions, figures, list items and the like
             self.blocks(node, depth)
+
+    def unknown(self, text: str, depth: int) -> None:
+        """The argument and content of a directive docutils does not know, read as
+        reStructuredText; inside such a directive's content, as plain paragraphs (so that no text
+        is parsed more than twice)."""
+        if self.in_unknown:
+            for paragraph in text.split("\n\n"):
+                self.out.text(escape(" ".join(paragraph.split())))
+            return
+        self.in_unknown = True
+        try:
+            self.blocks(publish_doctree(text, settings=_settings()), depth)
+        finally:
+            self.in_unknown = False
 
     def items(self, node: nodes.Element, depth: int) -> None:
         number = node.get("start", 1) if isinstance(node, nodes.enumerated_list) else None
@@ -232,7 +287,11 @@ class _Walk:
 def _cell(entry: nodes.Node) -> str:
     if not isinstance(entry, nodes.Element):
         return escape(entry.astext())
-    parts = [_inline(c) if isinstance(c, _TEXT) else escape(c.astext()) for c in entry.children]
+    parts = [
+        _inline(c) if isinstance(c, _TEXT) else escape(c.astext())
+        for c in entry.children
+        if not isinstance(c, _DROPPED)
+    ]
     return " ".join(" ".join(parts).split())
 
 
@@ -242,13 +301,13 @@ def _inline(node: nodes.Element) -> str:
     parts: list[str] = []
     for child in node.children:
         if isinstance(child, nodes.Text):
-            parts.append(escape(child.astext()))
+            parts.append(_prose(str(child)))
         elif isinstance(child, _DROPPED) and not isinstance(child, nodes.target):
             continue  # an inline target (_`name`) holds text of the sentence
         elif isinstance(child, nodes.literal):
             parts.append(code_span(child.astext()))
         elif isinstance(child, nodes.problematic):
-            parts.append(escape(_role_text(child.astext())))
+            parts.append(_role(child.astext()))
         elif isinstance(child, (nodes.footnote_reference, nodes.citation_reference)):
             parts.append(escape(f"[{child.astext()}]"))
         elif isinstance(child, nodes.Element):
@@ -256,10 +315,78 @@ def _inline(node: nodes.Element) -> str:
     return "".join(parts)
 
 
-def _role_text(raw: str) -> str:
-    """`:ref:\\`Install <install>\\`` as read: `Install`; anything else as written."""
+def _role(raw: str) -> str:
+    """A role docutils does not know, as Sphinx shows it, in inline Markdown: its text, or the
+    title before a `<target>`; a `~` before a dotted name keeps its last part, `!` goes; `:doc:`
+    names its document (`tutorial/index`: `tutorial`); the roles of objects (`:class:`,
+    `:func:`, ...) and of things typed (`:envvar:`, `:kbd:`, ...) are code spans. Anything else
+    as written."""
     match = _ROLE.match(raw) if len(raw) <= _MAX_ROLE_CHARS else None
     if match is None:
-        return raw
-    text = _TARGET.sub("", match.group(1)).lstrip("~!")
-    return text or match.group(1)
+        return escape(raw)
+    role = (match.group(1) or match.group(3) or "").rsplit(":", 1)[-1]
+    written = match.group(2)
+    text = _TARGET.sub("", written)
+    if not text or text == written:  # no title of its own: what its target shows
+        text = written.strip().strip("<>").lstrip("!")
+        if text.startswith("~"):
+            text = text[1:].rsplit(".", 1)[-1]
+        if role == "doc":
+            text = text.removesuffix("/index").rsplit("/", 1)[-1]
+    if role == "menuselection":
+        text = text.replace("-->", "\u2023")
+    text = " ".join(text.split())
+    return code_span(text) if role in _CODE_ROLES else escape(text)
+
+
+def _prose(text: str) -> str:
+    """Text of a docutils `Text` node (escaped characters marked by a NUL before them) as inline
+    Markdown, without what is left of inline markup docutils did not read as markup (interpreted
+    text inside a word, markup nested in markup, which reStructuredText has not): ``code`` is a
+    code span, `text` and `text <target>`_ their text. A backtick with no partner stays."""
+    out: list[str] = []
+    at = 0
+    opener: re.Match[str] | None = None
+    for run in _TICKS.finditer(text):
+        if run.start() and text[run.start() - 1] == "\x00":
+            continue  # an escaped backtick is one
+        if opener is None or len(opener.group()) != len(run.group()):
+            opener = run
+            continue
+        inner = text[opener.end() : run.start()]
+        out.append(_plain(text[at : opener.start()]))
+        if len(run.group()) > 1:
+            out.append(code_span(nodes.unescape(inner)))
+        else:
+            out.append(_plain(_TARGET.sub("", inner) or inner))
+        at = run.end()
+        while at < len(text) and at - run.end() < 2 and text[at] == "_":
+            at += 1
+        opener = None
+    out.append(_plain(text[at:]))
+    return "".join(out)
+
+
+def _plain(text: str) -> str:
+    return escape(nodes.unescape(text))
+
+
+def _unknown_directive(message: nodes.system_message) -> str | None:
+    """The argument and content of the directive docutils reports it does not know in `message`
+    (which holds the directive as written), as reStructuredText: its options left out. None for
+    any other report (a directive refused, such as `raw` or `include`, keeps its content out)."""
+    if len(message.children) != 2 or not message.children[0].astext().startswith(_UNKNOWN_DIRECTIVE):
+        return None
+    block = message.children[1]
+    if not isinstance(block, nodes.literal_block):
+        return None
+    first, *lines = block.astext().split("\n")
+    argument = [first.partition("::")[2]]
+    at = 0
+    while at < len(lines) and lines[at].strip() and not lines[at].lstrip().startswith(":"):
+        argument.append(lines[at])
+        at += 1
+    while at < len(lines) and lines[at].strip():  # its options
+        at += 1
+    content = textwrap.dedent("\n".join(lines[at:]))
+    return f"{' '.join(' '.join(argument).split())}\n\n{content}"

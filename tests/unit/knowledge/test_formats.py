@@ -64,7 +64,9 @@ def test_a_text_file_is_its_text_titled_by_its_first_line(tmp_path: Path) -> Non
     ]
 
 
-def test_lines_of_a_text_file_that_look_like_markdown_headings_stay_text(tmp_path: Path) -> None:
+def test_lines_of_a_text_file_that_look_like_markdown_headings_stay_text_but_underlines_make_headings(
+    tmp_path: Path,
+) -> None:
     write(
         tmp_path,
         "readme.txt",
@@ -74,9 +76,9 @@ def test_lines_of_a_text_file_that_look_like_markdown_headings_stay_text(tmp_pat
 
     found = passages(tmp_path)
 
-    assert {p.heading for p in found} == {"Widgets"}
+    assert {p.heading for p in found} == {"Widgets", "Widgets > Install"}
     text = "\n".join(p.text for p in found)
-    for line in ["# Not a heading", "## Nor this", "Install", "not code", "plain"]:
+    for line in ["# Not a heading", "## Nor this", "not code", "plain"]:
         assert line in text
     # The fence line is text, so what follows it is not code: a code block would be fenced anew.
     assert "not code\n:::tip\nplain\n```" not in text
@@ -116,7 +118,7 @@ def test_a_long_first_line_is_cut_at_a_word_for_the_title(tmp_path: Path) -> Non
 def test_a_document_without_a_title_of_its_own_is_titled_by_its_file_name(tmp_path: Path) -> None:
     write(tmp_path, "empty.txt", "\n  \n")
     write(tmp_path, "page.html", "<p>No title here.</p>")
-    write(tmp_path, "two.rst", "One\n===\n\nText.\n\nTwo\n===\n\nMore.\n")
+    write(tmp_path, "two.rst", "Text.\n\n- More.\n")
 
     assert [(f.source, f.title) for f in read_corpus(tmp_path)] == [
         ("empty.txt", "empty.txt"),
