@@ -2,7 +2,7 @@
 # store, answering from the Markdown in docs/. See docs/deployment.md.
 #
 #   docker build \
-#     --build-arg VERSION=0.5.0 \
+#     --build-arg VERSION=0.6.0 \
 #     --build-arg REVISION="$(git rev-parse HEAD)" \
 #     --build-arg SOURCE=https://github.com/<owner>/<repository> \
 #     -t anvil .
@@ -48,7 +48,7 @@ RUN /opt/anvil/bin/pip install --no-cache-dir --no-deps --no-build-isolation . \
 # Runtime stage: the base image, the environment and the docs; no compiler, no pip cache.
 FROM base
 
-ARG VERSION=0.5.0
+ARG VERSION=0.6.0
 ARG REVISION=""
 ARG SOURCE=""
 

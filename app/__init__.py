@@ -1,3 +1,3 @@
 """Anvil: a sessionless MCP service with conversation history."""
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"

@@ -121,7 +121,7 @@ def fetched(name: str, version: str) -> str:
 
 
 def test_each_pinned_release_is_fetched_once_and_fetched_again_when_its_pin_moves(tmp_path: Path) -> None:
-    assert set(PINNED) == {"undici", "npm", "fastify", "flask"} and PYPI == {"flask"}
+    assert set(PINNED) == {"undici", "npm", "fastify", "flask"} and {"flask"} == PYPI
     sets = tmp_path / "sets"
 
     first = run(tmp_path, sets)
@@ -167,7 +167,9 @@ def test_a_release_npm_cannot_fetch_is_named_and_leaves_nothing_behind(tmp_path:
     assert list(scratch.iterdir()) == []  # its scratch folder removed
 
 
-def test_a_pypi_release_without_docs_or_out_of_reach_is_refused_and_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_a_pypi_release_without_docs_or_out_of_reach_is_refused_and_leaves_nothing_behind(
+    tmp_path: Path,
+) -> None:
     name, (version, folder) = next((n, PINNED[n]) for n in sorted(PYPI))
     sets, scratch = tmp_path / "sets", tmp_path / "tmp"
     scratch.mkdir()

@@ -71,6 +71,8 @@ _CALENDAR = frozenset(
 _NAME = re.compile(r"(?<![A-Za-z0-9])[A-Za-z][A-Za-z0-9]*(?:[.+#-][A-Za-z0-9]+)*")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|[\"“(]\s*)$")
 _INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
+# A number just before a word makes it a unit ("16 MB", "2 GiB"), not a name.
+_AFTER_NUMBER = re.compile(r"\d[\d.,]*\s*$")
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,8 @@ def names(question: str) -> list[str]:
         word = match.group()
         if word.lower() in STOPWORDS or word.lower() in _CALENDAR or word == "I":
             continue
+        if _AFTER_NUMBER.search(question[max(0, match.start() - 16) : match.start()]):
+            continue
         inner = bool(_INNER_CAPITAL.search(word))
         starts = bool(_SENTENCE_START.search(question[: match.start()]))
         if inner or (word[0].isupper() and not starts):
@@ -154,11 +158,8 @@ def missing_names(
     missing: list[str] = []
     documents = max(index.document_count, 1)
     pages = set(index.passage_document[list(ranked)].tolist())
-    for name in names(question):
-        terms = tokenize(name)
-        if not terms:
-            continue
-        holders = documents_holding(index, terms[0])
+    held = {name: documents_holding(index, terms[0]) for name in names(question) if (terms := tokenize(name))}
+    for name, holders in held.items():
         if holders is None:
             missing.append(name)
             continue

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
 from app.knowledge.corpus import CorpusFile
+from app.knowledge.readers.html_furniture import unread
 from app.knowledge.readers.markup import (
     DEEP_LISTS_WARNING,
     Heard,
@@ -86,11 +87,6 @@ _IMPLIED: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "th": (_CELLS, frozenset({"tr", "table"})),
     **{name: (_SECTIONS | _ROWS, frozenset({"table"})) for name in _SECTIONS},
 }
-#: Landmark roles of a page's furniture (what `nav`, `header` and `footer` are), and classes of
-#: navigation bars: texinfo's (`nav-panel`, and `header` before texinfo 7) and the usual others.
-FURNITURE_ROLES = frozenset({"navigation", "banner", "contentinfo"})
-FURNITURE_CLASSES = frozenset({"nav-panel", "header", "navigation", "navbar", "breadcrumb", "breadcrumbs"})
-_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 _SPACE = re.compile(r"\s+")
 
 
@@ -182,7 +178,7 @@ class _Page(HTMLParser):
         if tag in _BLOCKS and self._pre is None and not deep:
             self._close_implied(*_P)
         attributes = dict(attrs)
-        dropped = self._dropped() or tag in DROPPED or _hidden(attributes) or _furniture(attributes)
+        dropped = self._dropped() or tag in DROPPED or unread(attributes)
         if tag in _VOID:
             if not dropped:
                 self._void(tag)
@@ -384,20 +380,3 @@ class _Page(HTMLParser):
         for _, cells in rows:
             for _, blocks in cells:
                 writer.extend(blocks)
-
-
-def _hidden(attrs: dict[str, str | None]) -> bool:
-    """Whether an element with `attrs` is hidden from a reader of the page."""
-    return (
-        "hidden" in attrs
-        or (attrs.get("aria-hidden") or "").strip().lower() == "true"
-        or bool(_HIDDEN_STYLE.search(attrs.get("style") or ""))
-    )
-
-
-def _furniture(attrs: dict[str, str | None]) -> bool:
-    """Whether an element with `attrs` is a page's furniture: a navigation bar, a banner, a
-    footer (`FURNITURE_ROLES`, `FURNITURE_CLASSES`)."""
-    roles = (attrs.get("role") or "").lower().split()
-    classes = (attrs.get("class") or "").lower().split()
-    return any(role in FURNITURE_ROLES for role in roles) or any(c in FURNITURE_CLASSES for c in classes)

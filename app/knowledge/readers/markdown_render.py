@@ -29,9 +29,11 @@ from typing import Any
 import yaml
 from markdown_it.tree import SyntaxTreeNode
 
+from app.knowledge.readers.markdown_code import code_blocks
 from app.knowledge.readers.markdown_parser import CONTAINER, HEARD, TAB, TOO_DEEP, outline_parser, parser
-from app.knowledge.readers.markup import Heard, Warn, escape
+from app.knowledge.readers.markup import Heard, Warn
 from app.knowledge.readers.mdx import strip_mdx
+from app.knowledge.readers.templates import strip_template_tags
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +70,6 @@ _BREAKING = re.compile(
     re.I,
 )
 _FENCE_LIKE = re.compile(r"^\s*(?:```|~~~)")
-# twoslash's markers of code hidden from the reader, and its notes to the compiler (`// @errors:
-# 2304`, `// @filename: a.ts`) and queries (`//  ^?`) in a `twoslash` block.
-_CUT_BEFORE = frozenset({"// ---cut---", "// ---cut-before---"})
-_CUT_AFTER = "// ---cut-after---"
-_CUT_START = "// ---cut-start---"
-_CUT_END = "// ---cut-end---"
-_TWOSLASH_NOTE = re.compile(r"//\s*(?:@\w|\^[?|])")
 _UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
 _TRANSPARENT = frozenset({"blockquote", "footnote_block", "footnote", CONTAINER})
 # An HTML block's text is parsed again; text that still holds HTML after that is taken as it is.
@@ -106,13 +101,15 @@ def document_blocks(
 
 
 def first_title(markdown: str, *, mdx: bool = False, heard: Heard | None = None) -> str | None:
-    """The text of the first level-1 heading of `markdown` outside lists (an HTML `<h1>` in an
-    HTML block is one), else of its first heading of any level, if it has one; `heard` hears the
-    share of the document read as it goes. A heading of markup only (a logo) is none."""
+    """The text of the first level-1 heading of `markdown` outside lists, else of its first
+    heading of any level, else of an HTML `<h1>` in an HTML block (a README's), if it has one:
+    a site's banner (`<h1 align="center">Fastify</h1>` atop every page) names no page. `heard`
+    hears the share of the document read as it goes. A heading of markup only (a logo) is none."""
     env: dict[str, Any] = {} if heard is None else {HEARD: lambda _, done, of: heard(done / max(1, of))}
     tokens = outline_parser(mdx=mdx).parse(_prepare(markdown, mdx=mdx), env)
     in_list = 0
     first: str | None = None
+    html: str | None = None
     for n, token in enumerate(tokens):
         if token.type == "list_item_open":
             in_list += 1
@@ -124,9 +121,9 @@ def first_title(markdown: str, *, mdx: bool = False, heard: Heard | None = None)
             if title and token.tag == "h1":
                 return title
             first = first or title or None
-        elif token.type == "html_block" and not in_list and (title := _html_h1(token.content)):
-            return title
-    return first
+        elif token.type == "html_block" and not in_list and html is None:
+            html = _html_h1(token.content) or None
+    return first or html
 
 
 def _html_h1(html: str) -> str:
@@ -143,7 +140,7 @@ def _html_h1(html: str) -> str:
 
 
 def _prepare(markdown: str, *, mdx: bool) -> str:
-    text = markdown.removeprefix("\ufeff")
+    text = strip_template_tags(markdown.removeprefix("\ufeff"))
     return strip_mdx(text) if mdx else text
 
 
@@ -182,7 +179,7 @@ class _Writer:
             elif kind == "paragraph":
                 out.append(_paragraph(node.children[0]))
             elif kind in ("fence", "code_block"):
-                out.extend(_code(node.content, node.info, node.markup))
+                out.extend(code_blocks(node.content, node.info, node.markup))
             elif kind in ("bullet_list", "ordered_list"):
                 out.append(self.items(node, depth))
             elif kind == "table":
@@ -341,62 +338,6 @@ def _code_span(content: str) -> str:
     ticks = "`" * (max((len(run) for run in re.findall(r"`+", content)), default=0) + 1)
     pad = " " if content[:1] == "`" or content[-1:] == "`" else ""
     return f"{ticks}{pad}{content}{pad}{ticks}"
-
-
-def _code(content: str, info: str, markup: str) -> list[str]:
-    """A code block as its blocks: a line of its title, when its info string gives one
-    (```` ```js [.env] ```` as VitePress writes it, `title="app.js"` as Docusaurus does), then the
-    code as a fence labelled with its language only. Code that twoslash hides goes: every line
-    before a `// ---cut---` line (the last, and the line itself), after `// ---cut-after---`,
-    between `// ---cut-start---` and `// ---cut-end---`; in a `twoslash` block, also its
-    `// @flag` lines and `// ^?` queries."""
-    words = info.split()
-    language = words[0] if words else ""
-    for mark in "{[:":
-        language = language.partition(mark)[0]
-    title = _code_title(info)
-    lines = content.split("\n")
-    cuts = [n for n, line in enumerate(lines) if line.strip() in _CUT_BEFORE]
-    if cuts:
-        lines = lines[cuts[-1] + 1 :]
-    after = next((n for n, line in enumerate(lines) if line.strip() == _CUT_AFTER), None)
-    if after is not None:
-        lines = lines[:after]
-    kept: list[str] = []
-    hiding = False
-    for line in lines:
-        stripped = line.strip()
-        if stripped in (_CUT_START, _CUT_END):
-            hiding = stripped == _CUT_START
-        elif not hiding and not ("twoslash" in words and _TWOSLASH_NOTE.match(stripped)):
-            kept.append(line)
-    fenced = _fenced("\n".join(kept), language, markup)
-    return [escape(title), fenced] if title else [fenced]
-
-
-def _code_title(info: str) -> str:
-    """The title an info string gives its code block (`[title]`, `title="title"`), else ""."""
-    start = info.find("[")
-    end = info.find("]", start + 1)
-    if start > 0 and end > start and not info[:start].split()[1:]:  # the language's word, then [..]
-        return " ".join(info[start + 1 : end].split())
-    for quote in ('"', "'"):
-        at = info.find(f"title={quote}")
-        if at >= 0:
-            end = info.find(quote, at + 7)
-            return " ".join(info[at + 7 : end if end >= 0 else len(info)].split())
-    return ""
-
-
-def _fenced(content: str, info: str, markup: str) -> str:
-    """A code block as a fence that no line of its content closes."""
-    char = "~" if markup.startswith("~") or "`" in info else "`"
-    runs = [
-        len(line.strip()) for line in content.split("\n") if line.strip() and not line.strip(" \t" + char)
-    ]
-    fence = char * max(3, max(runs, default=0) + 1)
-    body = content.removesuffix("\n")
-    return f"{fence}{info}\n{body}\n{fence}" if body else f"{fence}{info}\n{fence}"
 
 
 def _table(node: SyntaxTreeNode) -> str:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages
+from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages, parse_file
 from app.knowledge.corpus_files import read_corpus
 
 
@@ -233,6 +233,8 @@ def test_an_overlined_heading_titles_a_plain_text_page(tmp_path: Path) -> None:
             "Widgets",
         ),
         ("README.md", "<!-- badges -->\n[![CI](ci.svg)](ci)\n\n## Widgets\n\nSpin.\n", "Widgets"),
+        # A site's banner atop every page names none of them.
+        ("guides/db.md", '<h1 align="center">Fastify</h1>\n\n## Database\n\nPools.\n', "Database"),
         ("README.md", '# <img src="logo.png">\n\n## Widgets\n\nSpin.\n', "Widgets"),
         (
             "page.mdx",
@@ -249,3 +251,18 @@ def test_a_page_is_titled_by_its_first_heading_not_its_file_name(
     assert file.title == title
     # A title that is the first heading roots no passage under itself a second time.
     assert all(not p.heading.startswith(f"{title} > {title}") for p in passages)
+
+
+def test_template_tags_of_a_static_site_stay_out_and_a_shortcode_reads_as_its_argument() -> None:
+    page = (
+        "# Leave\n\n"
+        '{% alert "Updated guidance" %}\nAsk [the team]({% page "/people/" %}) first.\n{% endalert %}\n\n'
+        '{% include "steps.html"\nsteps: travel.steps\ncurrent: 2 %}\n\n'
+        "{% comment %}\nDraft: not yet.\n{% endcomment %}\n\n"
+        'Post in {% slack_channel "leave" %} and see `{% page "x" %}`.\n\n'
+        '```liquid\n{% include "kept.html" %}\n```\n'
+    )
+    text = "\n\n".join(p.text for p in file_passages(parse_file(page, "leave.md")))
+    assert "Ask the team first." in text and 'Post in leave and see `{% page "x" %}`.' in text
+    assert '{% include "kept.html" %}' in text  # code is code
+    assert "Draft" not in text and "steps" not in text and "alert" not in text and "Updated" not in text

@@ -69,6 +69,8 @@ def test_names_are_capitalised_words_inside_a_sentence_and_camel_case_words() ->
     assert names("How do I use makeAutoObservable in MobX?") == ["makeAutoObservable", "MobX"]
     assert names("I left on Sunday. What does Redux do with Next.js?") == ["Redux", "Next.js"]
     assert names("How do I cap the number of connections?") == []
+    # A word after a number is its unit, not a name.
+    assert names("Uploads over 16 MB or 2.5 GiB are reset. Why not a 413?") == []
     # Inside a word that starts with a digit, capitals name nothing: not "FA" of "2FA".
     assert names("Can a maintainer approve it with 2FA or a 3D key?") == []
 

@@ -1,0 +1,93 @@
+"""Template tags of static-site generators (Liquid, Nunjucks, Jinja: `{% ... %}`) in Markdown,
+which the site renders and a passage must not show.
+
+Outside fenced code and code spans:
+
+- a tag that stands on lines of its own (`{% alert "..." %}`, `{% endalert %}`, an
+  `{% include ... %}` spanning a few lines) is left out, and what it wraps is kept;
+- what lies between `{% comment %}` and `{% endcomment %}` is left out with them;
+- a tag inside a line (a shortcode: `{% slack_channel "parents" %}`, a link's target
+  `({% page "/tools/" %})`) is replaced by its first quoted argument, or by nothing.
+
+Linear: each tag is looked at once, and one not closed within `MAX_TAG_CHARS` is text.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: How long a tag may be before an opening `{%` is taken as text.
+MAX_TAG_CHARS = 600
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_QUOTED = re.compile(r"\"([^\"]*)\"|'([^']*)'")
+
+
+def strip_template_tags(markdown: str) -> str:
+    """`markdown` without the template tags a reader must not see (see the module)."""
+    if "{%" not in markdown:
+        return markdown
+    out: list[str] = []
+    prose: list[str] = []
+    fence = ""
+    for line in markdown.split("\n"):
+        opened = _FENCE.match(line)
+        if fence:
+            out.append(line)
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = ""
+        elif opened:
+            out.extend(_untagged("\n".join(prose)).split("\n") if prose else [])
+            prose = []
+            fence = opened.group(1)
+            out.append(line)
+        else:
+            prose.append(line)
+    if prose:
+        out.extend(_untagged("\n".join(prose)).split("\n"))
+    return "\n".join(out)
+
+
+def _untagged(text: str) -> str:
+    """`text` (no fenced code in it) with its template tags left out or replaced."""
+    pieces: list[str] = []
+    done = 0
+    at = text.find("{%")
+    last_end_comment = text.rfind("endcomment")
+    commented = False
+    while at >= 0:
+        end = text.find("%}", at + 2, at + MAX_TAG_CHARS)
+        window = max(0, at - MAX_TAG_CHARS)
+        line_start = max(window, text.rfind("\n", window, at) + 1)
+        if end < 0 or text.count("`", line_start, at) % 2:
+            at = text.find("{%", at + 2)
+            continue
+        tag = text[at + 2 : end].strip(" \t\n-")
+        name = tag.split(maxsplit=1)[0] if tag else ""
+        if not commented:
+            pieces.append(text[done:at])
+        done = end + 2
+        if name == "comment" and last_end_comment > end:
+            commented = True
+        elif name == "endcomment":
+            commented = False
+        elif not commented and not _alone(text, at, done):
+            quoted = _QUOTED.search(tag)
+            pieces.append(next((g for g in quoted.groups() if g is not None), "") if quoted else "")
+        at = text.find("{%", done)
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def _alone(text: str, start: int, end: int) -> bool:
+    """Whether the tag from `start` to `end` stands on lines of its own (looking no further than
+    `MAX_TAG_CHARS` either way: a longer line has more on it)."""
+    window = max(0, start - MAX_TAG_CHARS)
+    line_start = text.rfind("\n", window, start) + 1
+    if line_start == 0 and window > 0:
+        return False
+    line_end = text.find("\n", end, end + MAX_TAG_CHARS)
+    if line_end < 0 and end + MAX_TAG_CHARS < len(text):
+        return False
+    after = text[end : len(text) if line_end < 0 else line_end]
+    return not text[line_start:start].strip() and not after.strip()
