@@ -12,7 +12,8 @@ syntax tree written back as blocks. A block is a `Heading` or a string of plain 
 - a code block, fenced or indented, is a fence with its content exactly as written, the fence
   long enough that no line of the content can close it;
 - quotes, admonitions, tabs and footnotes are unwrapped; an admonition keeps a quoted title, a
-  tab its title, as a line of their own;
+  tab its title, as a bold line of their own (`**Note on streams**`), unless nothing is left
+  under it;
 - an HTML block loses its comments, tags and `script`/`style` elements; the text left is read
   as Markdown again.
 
@@ -189,15 +190,16 @@ class _Writer:
             elif kind == "front_matter":
                 out.extend(self.front_matter(node.content, depth, flat))
             elif kind == "admonition":
-                titled = '"' in node.info
-                for child in node.children:
-                    if child.type != "admonition_title":
-                        out.extend(self.nodes([child], depth, flat))
-                    elif titled:
-                        out.append(_paragraph(child.children[0]))
+                body = self.nodes([c for c in node.children if c.type != "admonition_title"], depth, flat)
+                titles = [c for c in node.children if c.type == "admonition_title"]
+                if body and titles and '"' in node.info:
+                    out.append(_label(_paragraph(titles[0].children[0])))
+                out.extend(body)
             elif kind == TAB:
-                out.append(" ".join(str(node.meta.get("title", "")).split()))
-                out.extend(self.nodes(node.children, depth, flat))
+                body = self.nodes(node.children, depth, flat)
+                if body:
+                    out.append(_label(" ".join(str(node.meta.get("title", "")).split())))
+                out.extend(body)
             elif kind in _TRANSPARENT:
                 out.extend(self.nodes(node.children, depth, flat))
         return [block for block in out if isinstance(block, Heading) or block.strip()]
@@ -282,6 +284,11 @@ def _without_tags(text: str, gap: Callable[[str | None], str] = lambda _: "") ->
         position = text.find("<", end)
     out.append(text[at:])
     return "".join(out)
+
+
+def _label(title: str) -> str:
+    """An admonition's or a tab's title as the bold line that labels what follows ("" for none)."""
+    return f"**{title}**" if title.strip() else ""
 
 
 def _without_attributes(title: str) -> tuple[str, str | None]:

@@ -234,7 +234,7 @@ def test_admonitions_keep_their_content_and_directives_go() -> None:
     text = split_markdown(markdown, "buffering.md")[0].text
 
     assert ":::" not in text and "options" not in text and "!!!" not in text and "???" not in text
-    assert "Large bodies\n\nBodies are buffered.\n\n```python\napp = App()\n```" in text
+    assert "**Large bodies**\n\nBodies are buffered.\n\n```python\napp = App()\n```" in text
     assert text.endswith("After the note.")
 
 
@@ -462,8 +462,16 @@ def test_mkdocs_admonitions_keep_quoted_titles_and_their_nested_content() -> Non
 
     assert (
         texts(markdown)["A"]
-        == "Untitled body.\n\nOpen tip\n\nTip body.\n\nNested\n\nNested body.\n\nOutside."
+        == "Untitled body.\n\n**Open tip**\n\nTip body.\n\n**Nested**\n\nNested body.\n\nOutside."
     )
+
+
+def test_an_admonition_with_nothing_left_under_it_leaves_no_title() -> None:
+    # mkdocstrings' `:::` directive goes, so the "API Reference" it was titled by goes with it.
+    markdown = '# A\n\n??? abstract "API Reference"\n    ::: pkg.App\n        options:\n            x: 1\n\n'
+    markdown += "Text.\n"
+
+    assert texts(markdown)["A"] == "Text."
 
 
 def test_docusaurus_admonitions_lose_their_markers_and_title() -> None:
@@ -479,7 +487,7 @@ def test_pymdownx_tabs_keep_their_title_and_their_code_stays_code() -> None:
 
     text = texts(markdown)["A"]
 
-    assert text == "Python\n\n```python\nprint(1)\n```\n\nShell\n\nRun `make`."
+    assert text == "**Python**\n\n```python\nprint(1)\n```\n\n**Shell**\n\nRun `make`."
     assert ("```python\nprint(1)\n```", True) in split_blocks(text)
 
 
