@@ -14,6 +14,7 @@ file costs the embeddings of its changed passages only.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import threading
@@ -46,15 +47,33 @@ def corpus_key(
 ) -> str:
     """A hash of the files an index is built from (each path and its bytes), of the site they are
     published at and its style, of the embedder of their vectors, and of the version of Anvil
-    that indexes them."""
+    that indexes them and the code that reads and cuts them (`reading_code`)."""
     digest = hashlib.sha256(
         f"{__version__}\0{FORMAT}\0{LEXICAL}\0{site or ''}\0{embedder or ''}\0{style or ''}\0".encode()
     )
+    digest.update(reading_code())
     for source, data in contents:
         encoded = source.encode()
         digest.update(len(encoded).to_bytes(8, "little") + encoded + len(data).to_bytes(8, "little"))
         digest.update(data)
     return digest.hexdigest()[:32]
+
+
+@functools.cache
+def reading_code() -> bytes:
+    """A hash of the source of the readers and of what cuts their text into passages: an index
+    kept by a build whose reading differs, in the same version (a checkout being worked on), is
+    not opened as if it were this one's."""
+    knowledge = Path(__file__).parent
+    cutting = [knowledge / name for name in ("corpus.py", "sections.py", "sites.py")]
+    files = sorted([*(knowledge / "readers").glob("*.py"), *cutting])
+    digest = hashlib.sha256()
+    for path in files:
+        try:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        except OSError:
+            digest.update(path.name.encode() + b"\0")
+    return digest.digest()
 
 
 def index_folder(

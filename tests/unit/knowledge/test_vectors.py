@@ -271,3 +271,24 @@ def test_keeping_the_vectors_so_far_never_takes_more_than_a_share_of_the_time(
     assert not kept.exists()
     checkpoint.keep()  # stopping keeps whatever the spacing
     assert kept.is_file()
+
+
+def test_an_index_kept_by_other_reading_code_is_built_again_its_vectors_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.knowledge import corpus_cache
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# Tides\n\nThe tide turns twice a day.\n", encoding="utf-8")
+    first = corpus_cache.index_folder(corpus, tmp_path / "cache", embedder=Counting())
+    first.close()
+    kept = {path.name for path in (tmp_path / "cache").glob("*.anvilidx")}
+    # A checkout whose readers changed, at the same version: the kept index is not its own.
+    monkeypatch.setattr(corpus_cache, "reading_code", lambda: b"other readers")
+    embedder = Counting()
+    index, pending = corpus_cache.open_cached(corpus, tmp_path / "cache", embedder=embedder)
+    assert pending is None and index.vectors is not None and embedder.passages == []
+    rebuilt = {path.name for path in (tmp_path / "cache").glob("*.anvilidx")}
+    assert len(rebuilt) == 1 and rebuilt != kept  # built again, under its own name, the old one gone
+    index.close()
