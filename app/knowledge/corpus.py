@@ -41,6 +41,8 @@ _PASSAGE_LEVELS = 4
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# A list item's marker, after its indentation: `- `, `* `, `+ `, `1. `, `1) `.
+_LIST_MARKER = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]")
 # The id a reader puts at the end of a heading line: ` {#id}`, its punctuation escaped.
 _HEADING_ID = re.compile(r"^(#{1,4} .*?) \{#(?:[^\s{}\\]|\\.)+\}$")
 _FRONT_MATTER_OPENING = re.compile(r"-{3,}[ \t]*(?:\r\n|\r|\n)")
@@ -272,12 +274,20 @@ def split_blocks(text: str) -> list[tuple[str, bool]]:
 
 
 def _fit(paragraph: str, max_chars: int) -> list[str]:
-    """Split one paragraph into pieces no longer than `max_chars`, preferring natural breaks."""
+    """Split one paragraph into pieces no longer than `max_chars`, preferring natural breaks: a
+    list between its items (each a line or more, as written), prose between sentences (its lines
+    joined: a line's end is no sentence's); a piece still too long at spaces."""
     if len(paragraph) <= max_chars:
         return [paragraph]
-    sentences = [s for line in paragraph.splitlines() for s in _SENTENCE_END.split(line) if s.strip()]
-    pieces: list[str] = []
-    for sentence in sentences:
+    items = _list_items(paragraph)
+    if len(items) > 1:
+        pieces = [
+            piece for item in items for piece in (_fit(item, max_chars) if len(item) > max_chars else [item])
+        ]
+        return _pack(pieces, "\n", max_chars)
+    prose = " ".join(line.strip() for line in paragraph.splitlines() if line.strip())
+    pieces = []
+    for sentence in _SENTENCE_END.split(prose):
         # Cut where `at` stands, not by slicing off the rest each time: that copied a long
         # sentence once a piece, quadratic in its length.
         at, end = 0, len(sentence)
@@ -292,6 +302,23 @@ def _fit(paragraph: str, max_chars: int) -> list[str]:
         if at < end:
             pieces.append(sentence[at:])
     return _pack(pieces, " ", max_chars)
+
+
+def _list_items(block: str) -> list[str]:
+    """The items of a list `block` (its lines from each marker at the first one's indentation or
+    less to the next), else [] when it does not start as a list."""
+    lines = block.split("\n")
+    first = _LIST_MARKER.match(lines[0])
+    if first is None:
+        return []
+    items: list[str] = []
+    for line in lines:
+        marker = _LIST_MARKER.match(line)
+        if (marker is not None and len(marker.group(1)) <= len(first.group(1))) or not items:
+            items.append(line)
+        else:
+            items[-1] += "\n" + line
+    return items
 
 
 def _pack(pieces: list[str], separator: str, max_chars: int) -> list[str]:

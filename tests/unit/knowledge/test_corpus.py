@@ -114,6 +114,32 @@ def test_a_paragraph_longer_than_the_limit_is_cut_at_sentences() -> None:
     assert " ".join(chunks) == paragraph
 
 
+def test_a_long_paragraph_wrapped_at_lines_is_cut_at_sentences_not_at_lines() -> None:
+    # Sentences of different lengths, each wrapped over two lines.
+    sentences = [
+        f"Sentence {n} runs on{' and on' * (n % 4)}\nto its end on the next line." for n in range(20)
+    ]
+    wrapped = "\n".join(sentences)
+
+    chunks = chunk_text(wrapped, max_chars=150)
+
+    assert len(chunks) > 1 and all(len(c) <= 150 for c in chunks)
+    assert all(c.startswith("Sentence") and c.endswith("the next line.") for c in chunks)
+
+
+def test_a_long_list_is_cut_between_its_items_each_kept_as_written() -> None:
+    items = [
+        f"- `option{n}` {{number}} What it limits, for every\n  request it sends. **Default:** `{n}`."
+        for n in range(12)
+    ]
+    block = "\n".join(items)
+
+    chunks = chunk_text(block, max_chars=300)
+
+    assert len(chunks) > 1 and all(len(c) <= 300 for c in chunks)
+    assert "\n".join(chunks) == block  # lines and markers as written, no item cut
+
+
 def test_a_word_longer_than_the_limit_is_cut_hard() -> None:
     chunks = chunk_text("x" * 250, max_chars=100)
 
