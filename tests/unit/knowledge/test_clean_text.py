@@ -193,6 +193,19 @@ def test_a_texinfo_navigation_bar_and_navigation_roles_stay_out_of_a_page(tmp_pa
         assert leak not in file.text
 
 
+def test_a_headings_permalink_stays_out_of_its_text(tmp_path: Path) -> None:
+    # Sphinx and MkDocs write a `¶` after each heading, VitePress a zero-width `header-anchor`,
+    # Docusaurus a `#`: the heading's own link, not its words.
+    page = (
+        '<html><body><h1>Install<a class="headerlink" href="#install">¶</a></h1><p>Run it.</p>'
+        '<h2 id="x">Next <a class="header-anchor" href="#x">&#8203;</a></h2><p>More.</p>'
+        '<h2 id="y">Why<a href="#y" class="hash-link">#</a></h2><p>Because.</p></body></html>'
+    )
+    _, passages = read_one(tmp_path, "install.html", page)
+
+    assert [p.heading for p in passages] == ["Install", "Install > Next", "Install > Why"]
+
+
 # Plain text
 
 
