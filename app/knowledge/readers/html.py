@@ -88,13 +88,16 @@ _IMPLIED: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     **{name: (_SECTIONS | _ROWS, frozenset({"table"})) for name in _SECTIONS},
 }
 _SPACE = re.compile(r"\s+")
+# What a <title> puts between the page's heading and the site's name: " — ", " | ", " - ", ...
+_SITE_SUFFIX = re.compile(r"\s+[\u2014\u2013|\u00b7:-]\s|$")
 
 
 def read_html(text: str, source: str, *, heard: Heard | None = None, warn: Warn | None = None) -> CorpusFile:
     """The HTML document `source` holding `text`, as Markdown-shaped text of what it shows;
     `heard` hears the share of a large one read, `warn` once of each nesting read as text.
 
-    Its title is its `<title>`, else its first `<h1>`, else the file name. Raises
+    Its title is its `<title>` (its first `<h1>` when the title is that heading and the site's
+    name after it), else its first `<h1>`, else the file name. Raises
     `UnreadableDocument` when the parser gives up on the text.
     """
     page = _Page()
@@ -111,7 +114,11 @@ def read_html(text: str, source: str, *, heard: Heard | None = None, warn: Warn 
         raise UnreadableDocument(
             f"the HTML parser gives up on it ({type(error).__name__}: {error}): correct that markup"
         ) from None
-    title = " ".join(page.title.split()) or page.first_h1 or file_name(source)
+    title = " ".join(page.title.split())
+    if page.first_h1 and title.startswith(page.first_h1) and _SITE_SUFFIX.match(title[len(page.first_h1) :]):
+        # `Install — Flask Documentation`: the page's own heading, then the site's name.
+        title = page.first_h1
+    title = title or page.first_h1 or file_name(source)
     rendered = page.out.render()
     if warn is not None:
         if page.too_deep:

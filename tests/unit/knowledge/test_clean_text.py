@@ -201,9 +201,13 @@ def test_a_headings_permalink_stays_out_of_its_text(tmp_path: Path) -> None:
         '<h2 id="x">Next <a class="header-anchor" href="#x">&#8203;</a></h2><p>More.</p>'
         '<h2 id="y">Why<a href="#y" class="hash-link">#</a></h2><p>Because.</p></body></html>'
     )
-    _, passages = read_one(tmp_path, "install.html", page)
+    file, passages = read_one(
+        tmp_path, "install.html", page.replace("<html>", "<html><title>Install — Proj</title>")
+    )
 
     assert [p.heading for p in passages] == ["Install", "Install > Next", "Install > Why"]
+    # Titled by its heading, without the site's name the <title> adds after it.
+    assert file.title == "Install"
 
 
 # Plain text
