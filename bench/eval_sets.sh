@@ -6,6 +6,7 @@
 # - undici-docs: undici's docs (an HTTP client for Node.js, MIT licence), its docs/docs;
 # - npm-docs: the npm command line's docs (Artistic License 2.0), its docs/content;
 # - fastify-docs: the docs of fastify, a web framework for Node.js (MIT licence), its docs;
+# - pino-docs: the docs of pino, a JSON logger for Node.js (MIT licence), its docs;
 # - flask-docs: the docs of Flask, a web framework for Python (BSD-3-Clause licence), the docs
 #   folder of its source distribution on PyPI (reStructuredText pages, fetched with pip download,
 #   the project's .venv/bin/python when there is one, else python3).
@@ -79,4 +80,5 @@ fetch_pypi() {
 fetch undici 8.12.4 docs/docs
 fetch npm 12.2.2 docs/content
 fetch fastify 5.12.8 docs
+fetch pino 9.5.0 docs
 fetch_pypi flask 3.1.0 docs
