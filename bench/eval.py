@@ -102,10 +102,11 @@ def problems(answer: str) -> list[str]:
         skipped = ("|", "- ", "* ", "**", "[…]", "#", ">", "    ", "```")
         if text.startswith(skipped) or text[0].isdigit() or text[-1] in ".!?:)`\"'*]>…":
             continue
-        # A short line over a block is its caption ("Example", "Parameters"); "Stability: 2 -
-        # Stable" is a label: neither is a sentence.
-        short = len(text.split()) <= 5 and "\n" not in text
-        if short and (after.startswith(("```", "- ", "* ", "|", "1.")) or ": " in text):
+        # What stands over a code block, a list or a table introduces it ("Example", "These
+        # consist of the following"), whether or not it ends on a colon; "Stability: 2 - Stable"
+        # is a label: none of them is a cut sentence.
+        label = len(text.split()) <= 5 and "\n" not in text and ": " in text
+        if label or after.startswith(("```", "- ", "* ", "|", "1.")):
             continue
         found.append(f"a paragraph stops mid-sentence: ...{text[-40:]!r}")
     markup = MARKUP.search(answer)

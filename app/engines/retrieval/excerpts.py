@@ -83,12 +83,16 @@ def quote(markdown: str, weights: Mapping[str, float], limit: int) -> str:
     """The passage whole if it fits in `limit` characters, else the groups of blocks that carry
     most of `weights` (term -> how much it counts), in reading order; "" when nothing fits.
 
-    A passage that ends on an introduction (its code, list or table begins the next passage)
-    is quoted without it, since what it introduces is not there."""
-    blocks = blocks_of(markdown)
-    dangling = bool(blocks) and blocks[-1].introduces
-    if dangling:
-        blocks = blocks[:-1]
+    An introduction with nothing it introduces after it (the passage ends there, its code, list
+    or table beginning the next passage; or its image was left out, prose following) is quoted
+    without it, since what it introduces is not there."""
+    found = blocks_of(markdown)
+    blocks = [
+        block
+        for n, block in enumerate(found)
+        if not (block.introduces and (n + 1 == len(found) or found[n + 1].kind == "prose"))
+    ]
+    dangling = len(blocks) < len(found)
     whole = "\n\n".join(block.text for block in blocks) if dangling else markdown.strip()
     if len(whole) <= limit:
         return whole

@@ -261,3 +261,6 @@ def test_a_passage_ending_on_an_introduction_is_quoted_without_it() -> None:
     )
     with_list = "The following flags are supported:\n\n- `--quiet`: say less."
     assert quote(with_list, weights, 1000) == with_list
+    # Its image was left out: prose follows, nothing it introduces.
+    imaged = "Each flag changes the log as you can see:\n\nThe flags are read at start."
+    assert quote(imaged, weights, 1000) == "The flags are read at start."
