@@ -9,8 +9,8 @@ the checkout: each `NAME-questions.json` with its `NAME-docs/`) with each rankin
 the embedded engine over the corpus's index, kept (with its vectors, embedded once by the
 `local` embedder) under `.anvil/eval-cache/`, and a table at the end. The second scores one set:
 those of `bench/questions/` are about corpora the ranking was never fitted on: Anvil's own docs
-(`anvil.json`, `--corpus docs`), and undici's, npm's and fastify's (`NAME.json`, `--corpus
-.anvil/eval-sets/NAME-docs`, fetched by `bench/eval_sets.sh`).
+(`anvil.json`, `--corpus docs`), and undici's, npm's, fastify's, Flask's and pino's (`NAME.json`,
+`--corpus .anvil/eval-sets/NAME-docs`, fetched by `bench/eval_sets.sh`).
 With `--serve`, starts `anvil serve` on a free loopback port with `ANVIL_CORPUS_DIR=DIR`, a
 scratch data folder and the other `ANVIL_*` settings of the environment (dev sign-in and the
 embedded engine unless they say otherwise), waits until its passages are embedded, and always
