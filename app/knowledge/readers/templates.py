@@ -1,7 +1,7 @@
 """Template tags of static-site generators (Liquid, Nunjucks, Jinja: `{% ... %}`) in Markdown,
 which the site renders and a passage must not show.
 
-Outside fenced code and code spans:
+Outside code (fenced at any indentation, a line indented by four spaces or a tab, a code span):
 
 - a tag that stands on lines of its own (`{% alert "..." %}`, `{% endalert %}`, an
   `{% include ... %}` spanning a few lines) is left out, and what it wraps is kept;
@@ -19,7 +19,9 @@ import re
 #: How long a tag may be before an opening `{%` is taken as text.
 MAX_TAG_CHARS = 600
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# A fence at any indentation (one inside a list item is indented), and a line indented as code.
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+_INDENTED = re.compile(r"^(?: {4}|\t)")
 _QUOTED = re.compile(r"\"([^\"]*)\"|'([^']*)'")
 
 
@@ -36,10 +38,11 @@ def strip_template_tags(markdown: str) -> str:
             out.append(line)
             if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
                 fence = ""
-        elif opened:
+        elif opened or _INDENTED.match(line):
+            # Code, or what may be (an indented line): its tags are left as written.
             out.extend(_untagged("\n".join(prose)).split("\n") if prose else [])
             prose = []
-            fence = opened.group(1)
+            fence = opened.group(1) if opened else ""
             out.append(line)
         else:
             prose.append(line)
