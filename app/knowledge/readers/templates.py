@@ -32,20 +32,28 @@ def strip_template_tags(markdown: str) -> str:
     out: list[str] = []
     prose: list[str] = []
     fence = ""
+    previous = ""  # the line before, and whether it was code
+    in_code = False
     for line in markdown.split("\n"):
         opened = _FENCE.match(line)
         if fence:
             out.append(line)
             if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
                 fence = ""
-        elif opened or _INDENTED.match(line):
-            # Code, or what may be (an indented line): its tags are left as written.
+            in_code = True
+        # An indented line after a blank one (or after code) may be code; inside a paragraph it
+        # is the paragraph's next line.
+        elif opened or (_INDENTED.match(line) and (in_code or not previous.strip())):
+            # Code, or what may be: its tags are left as written.
             out.extend(_untagged("\n".join(prose)).split("\n") if prose else [])
             prose = []
             fence = opened.group(1) if opened else ""
             out.append(line)
+            in_code = True
         else:
             prose.append(line)
+            in_code = in_code and not line.strip()
+        previous = line
     if prose:
         out.extend(_untagged("\n".join(prose)).split("\n"))
     return "\n".join(out)

@@ -278,9 +278,11 @@ def test_template_tags_of_a_static_site_stay_out_and_a_shortcode_reads_as_its_ar
         "{% comment %}\nDraft: not yet.\n{% endcomment %}\n\n"
         'Post in {% slack_channel "leave" %} and see `{% page "x" %}`.\n\n'
         '```liquid\n{% include "kept.html" %}\n```\n\n'
-        '- In a list:\n\n    ```liquid\n    {% page "nested" %}\n    ```\n'
+        '- In a list:\n\n    ```liquid\n    {% page "nested" %}\n    ```\n\n'
+        '- See [the claims]({% page\n    "/travel/" %}) too.\n'
     )
     text = "\n\n".join(p.text for p in file_passages(parse_file(page, "leave.md")))
-    assert "Ask the team first." in text and 'Post in leave and see `{% page "x" %}`.' in text
+    assert "See the claims too." in text and "Ask the team first." in text
+    assert 'Post in leave and see `{% page "x" %}`.' in text
     assert '{% include "kept.html" %}' in text and '{% page "nested" %}' in text  # code is code
     assert "Draft" not in text and "steps" not in text and "alert" not in text and "Updated" not in text
