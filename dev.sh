@@ -99,32 +99,18 @@ ensure_node_tools() {
   fi
 }
 
-# checkov (the Terraform policy scan in tests/deploy) in a virtual environment of its own: it pins
-# older versions of libraries Anvil uses, which would downgrade them in .venv.
-CHECKOV_VENV=.venv-checkov
-CHECKOV_VERSION=3.3.30
-ensure_checkov() {
-  local stamp="$CHECKOV_VENV/.installed-$CHECKOV_VERSION"
+# ensure_tool_venv VENV PACKAGE VERSION: PACKAGE==VERSION installed into a virtual environment of
+# its own, VENV, once per version. checkov (the Terraform policy scan in tests/deploy) pins older
+# versions of libraries Anvil uses, which would downgrade them in .venv; Sphinx (the sites the
+# citation tests build) pins a docutils older than the one Anvil reads reStructuredText with.
+ensure_tool_venv() {
+  local venv=$1 package=$2 version=$3
+  local stamp="$venv/.installed-$version"
   if [ ! -f "$stamp" ]; then
-    say "installing checkov $CHECKOV_VERSION into $CHECKOV_VENV"
-    [ -x "$CHECKOV_VENV/bin/python" ] || "$UV" venv --quiet --python "$PY" "$CHECKOV_VENV"
-    uv_install "$CHECKOV_VENV" "checkov==$CHECKOV_VERSION"
-    rm -f "$CHECKOV_VENV"/.installed-*
-    touch "$stamp"
-  fi
-}
-
-# Sphinx (the sites the citation tests build) in a virtual environment of its own: it pins a docutils
-# older than the one Anvil reads reStructuredText with.
-SPHINX_VENV=.venv-sphinx
-SPHINX_VERSION=9.0.4
-ensure_sphinx() {
-  local stamp="$SPHINX_VENV/.installed-$SPHINX_VERSION"
-  if [ ! -f "$stamp" ]; then
-    say "installing Sphinx $SPHINX_VERSION into $SPHINX_VENV"
-    [ -x "$SPHINX_VENV/bin/python" ] || "$UV" venv --quiet --python "$PY" "$SPHINX_VENV"
-    uv_install "$SPHINX_VENV" "sphinx==$SPHINX_VERSION"
-    rm -f "$SPHINX_VENV"/.installed-*
+    say "installing $package $version into $venv"
+    [ -x "$venv/bin/python" ] || "$UV" venv --quiet --python "$PY" "$venv"
+    uv_install "$venv" "$package==$version"
+    rm -f "$venv"/.installed-*
     touch "$stamp"
   fi
 }
@@ -143,9 +129,9 @@ case "${1:-}" in
     ensure_node_tools &
     node_tools=$!
     make_venv
-    ensure_checkov &
+    ensure_tool_venv .venv-checkov checkov 3.3.30 &
     checkov=$!
-    ensure_sphinx &
+    ensure_tool_venv .venv-sphinx sphinx 9.0.4 &
     sphinx=$!
     ensure_venv
     wait "$checkov"

@@ -38,3 +38,21 @@ async def client(app: FastAPI, base_url: str = BASE_URL) -> AsyncIterator[httpx.
         transport = httpx.ASGITransport(app=running)
         async with httpx.AsyncClient(transport=transport, base_url=base_url) as http:
             yield http
+
+
+def post_scope(headers: list[tuple[bytes, bytes]], path: str = "/mcp") -> dict[str, Any]:
+    """The ASGI scope a server gives a POST to `path` carrying `headers` exactly as given."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 1234),
+        "server": ("127.0.0.1", 8000),
+    }

@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
-from support.asgi import WithState, started
+from support.asgi import WithState, post_scope, started
 
 from app.http.received import BODY
 from app.main import create_app
@@ -47,23 +47,6 @@ def ask(*, modern: bool, progress: bool) -> tuple[bytes, list[tuple[bytes, bytes
     params = {"name": "ask", "arguments": {"question": "What is Anvil?"}, "_meta": meta}
     request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
     return json.dumps(request).encode(), headers
-
-
-def scope_of(headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 1234),
-        "server": ("127.0.0.1", 8000),
-    }
 
 
 class Server:
@@ -99,7 +82,7 @@ class Server:
 async def test_a_call_answered_as_json_asks_receive_once(anvil: WithState, modern: bool) -> None:
     body, headers = ask(modern=modern, progress=False)
     server = Server(body)
-    await anvil(scope_of(headers), server.receive, server.send)
+    await anvil(post_scope(headers), server.receive, server.send)
     status, reply = server.reply()
     assert status == 200 and b"Echo: What is Anvil?" in reply
     assert server.handed_out == ["http.request"]
@@ -110,7 +93,7 @@ async def test_a_call_answered_as_a_stream_reads_its_body_once(anvil: WithState,
     # The streaming manager also listens for the client leaving: those calls get no body.
     body, headers = ask(modern=modern, progress=True)
     server = Server(body)
-    await anvil(scope_of(headers), server.receive, server.send)
+    await anvil(post_scope(headers), server.receive, server.send)
     status, reply = server.reply()
     assert status == 200 and b"Echo: What is Anvil?" in reply
     assert server.handed_out.count("http.request") == 1
@@ -126,7 +109,7 @@ async def test_the_endpoint_reads_the_kept_body_and_hands_the_sdk_receive_untouc
         got.append(receive)
         await JSONResponse({"served": True})(scope, receive, send)
 
-    scope = scope_of(headers)
+    scope = post_scope(headers)
     scope[BODY] = body
     await McpEndpoint(manager, manager)(scope, server.receive, server.send)
     assert server.reply()[0] == 200

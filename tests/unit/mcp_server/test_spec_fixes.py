@@ -20,7 +20,7 @@ from mcp_types import (
     TextContent,
     Tool,
 )
-from support.asgi import client
+from support.asgi import client, post_scope
 from support.jsonrpc import MODERN, Envelope, envelope
 
 from app.main import create_app
@@ -117,20 +117,7 @@ def raw_headers(sent: Envelope) -> list[tuple[bytes, bytes]]:
 
 async def asgi_post(app: Any, body: bytes, headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes]:
     """One POST /mcp straight through ASGI, so the header bytes arrive exactly as given."""
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/mcp",
-        "raw_path": b"/mcp",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"127.0.0.1:8000"), *headers],
-        "client": ("127.0.0.1", 1234),
-        "server": ("127.0.0.1", 8000),
-    }
+    scope = post_scope([(b"host", b"127.0.0.1:8000"), *headers])
     sent: list[dict[str, Any]] = []
     delivered = False
 
