@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import shutil
@@ -174,6 +175,7 @@ def _docs_index() -> Path:
     from app.settings.engines import EngineSettings
 
     cache = Path(tempfile.mkdtemp(prefix="anvil-docs-index-"))
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)
     index_folder(EngineSettings().corpus_path(), cache).close()
     (built,) = cache.iterdir()
     return built

@@ -41,6 +41,8 @@ BEFORE_WEIGHT = 0.5
 #: How far (a share of the best score) a follow-up lifts the passages of the file the answer
 #: before it cited first.
 FOLLOW_UP_LIFT = 0.25
+#: ... when its best passage scores at least this share of the best passage's.
+FOLLOW_UP_NEAR = 0.8
 #: Weight of the (relative) similarity next to the (relative) BM25 score.
 VECTOR_WEIGHT = 1.5
 
@@ -73,9 +75,13 @@ def relative_similarity(similarity: Scores, index: PassageIndex) -> Scores:
 
 def lift(scores: Scores, index: PassageIndex, document: int) -> Scores:
     """`scores` with the passages of `document` that scored above zero lifted by
-    `FOLLOW_UP_LIFT` of the best score (a follow-up staying on the page it follows)."""
+    `FOLLOW_UP_LIFT` of the best score (a follow-up staying on the page it follows), when that
+    page still answers it nearly as well as the best (`FOLLOW_UP_NEAR`)."""
     best = float(scores.max())
     if best <= 0:
+        return scores
+    own = scores[index.passage_document == document]
+    if not own.size or float(own.max()) < FOLLOW_UP_NEAR * best:
         return scores
     lifted = scores.copy()
     lifted[(index.passage_document == document) & (scores > 0)] += FOLLOW_UP_LIFT * best

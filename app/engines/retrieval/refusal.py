@@ -73,6 +73,9 @@ _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|[\"“(]\s*)$")
 _INNER_CAPITAL = re.compile(r"[a-z][A-Z]")
 # A number just before a word makes it a unit ("16 MB", "2 GiB"), not a name.
 _AFTER_NUMBER = re.compile(r"\d[\d.,]*\s*$")
+# The arguments of a call the question quotes ("logger.info('user', userId)"): the asker's own
+# values, not names of anything a corpus could lack.
+_CALL_ARGUMENTS = re.compile(r"[A-Za-z_$][\w$.]*\(([^()]*)\)")
 
 
 @dataclass(frozen=True)
@@ -134,10 +137,14 @@ def covers(index: PassageIndex, ranked: Sequence[int], own: Sequence[str]) -> bo
 def names(question: str) -> list[str]:
     """The words of `question` that name something: capitalised other than at the start of a
     sentence (and not "I"), or with a capital inside ("makeAutoObservable"); never part of a word
-    that starts with a digit ("2FA")."""
+    that starts with a digit ("2FA"), a unit after a number ("16 MB"), or an argument of a call
+    the question quotes ("logger.info('user', userId)")."""
     found: list[str] = []
+    arguments = [call.span(1) for call in _CALL_ARGUMENTS.finditer(question)]
     for match in _NAME.finditer(question):
         word = match.group()
+        if any(start <= match.start() < end for start, end in arguments):
+            continue
         if word.lower() in STOPWORDS or word.lower() in _CALENDAR or word == "I":
             continue
         if _AFTER_NUMBER.search(question[max(0, match.start() - 16) : match.start()]):
