@@ -243,13 +243,19 @@ def engines(corpus: Path, rankings: list[str], cache_root: Path) -> dict[str, An
     from app.engines.embeddings.local import LocalEmbedder
     from app.engines.retrieval.engine import RetrievalEngine
     from app.knowledge.corpus_cache import index_folder
+    from app.knowledge.served import Naming, ServedIndex
+    from app.settings.engines import BUNDLED_NAME
 
     embedder = LocalEmbedder()
     cache = cache_root / corpus.resolve().name
     started = time.monotonic()
     index = index_folder(corpus, cache, embedder=embedder)
     print(f"eval: {corpus.name}: {index.passage_count} passages, ready in {time.monotonic() - started:.1f} s")
-    return {ranking: RetrievalEngine(index, embedder, ranking=ranking) for ranking in rankings}
+    # Named as the service names it: Anvil's own docs by their name, any other folder by its own.
+    bundled = corpus.resolve() == (ROOT / "docs").resolve()
+    naming = Naming(fallback=BUNDLED_NAME if bundled else corpus.resolve().name)
+    served = ServedIndex(index, embedder.name, naming)
+    return {ranking: RetrievalEngine(served, embedder, ranking=ranking) for ranking in rankings}
 
 
 def sources(reply: dict[str, Any]) -> list[str]:

@@ -30,7 +30,7 @@ from app.engines.retrieval.answers import CANDIDATES, MAX_ANSWER_CHARS, NO_MATCH
 from app.engines.retrieval.follow_ups import followed_page, looks_like_follow_up, read_question
 from app.engines.retrieval.fusion import Ranking
 from app.engines.retrieval.ranking import Ranker
-from app.engines.retrieval.refusal import refuse
+from app.engines.retrieval.refusal import refuse, subject_terms
 from app.errors import AnvilError
 from app.knowledge.index import PassageIndex
 from app.knowledge.served import ServedIndex
@@ -79,7 +79,7 @@ class RetrievalEngine:
         self.embedder = embedder
         self._mode: Ranking = ranking if embedder is not None else "lexical"
         self.max_answer_chars = max_answer_chars
-        self._quoter = Quoter(Ranker(served.index, self._mode), max_answer_chars)
+        self._quoter = Quoter(self._ranker(served.index), max_answer_chars)
 
     @property
     def index(self) -> PassageIndex:
@@ -156,7 +156,7 @@ class RetrievalEngine:
 
         def answer(vectors: Vectors | None) -> Answer:
             ranked, signals = quoter.ranker.rank(read, CANDIDATES, vectors, page)
-            if refuse(quoter.index, read, signals):
+            if refuse(quoter.index, read, signals, quoter.ranker.subject):
                 return Answer(text=NO_MATCH_ANSWER, note=note)
             return replace(quoter.answer(read, ranked), note=note)
 
@@ -172,8 +172,13 @@ class RetrievalEngine:
         quoter = self._quoter
         index = self.served.index
         if quoter.index is not index:
-            quoter = self._quoter = Quoter(Ranker(index, self._mode), self.max_answer_chars)
+            quoter = self._quoter = Quoter(self._ranker(index), self.max_answer_chars)
         return quoter
+
+    def _ranker(self, index: PassageIndex) -> Ranker:
+        """The ranking of `index`, knowing what its knowledge is called."""
+        name, _ = self.served.naming.of(index)
+        return Ranker(index, self._mode, subject_terms(index, name))
 
     def _embeds(self, ranker: Ranker) -> bool:
         """Whether questions are embedded for `ranker`'s index."""

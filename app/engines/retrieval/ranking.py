@@ -26,9 +26,13 @@ Ranked = list[tuple[int, float]]
 class Ranker:
     """The ranking of one index, in the mode given (by words alone when it has no vectors)."""
 
-    def __init__(self, index: PassageIndex, mode: Ranking = "hybrid") -> None:
+    def __init__(
+        self, index: PassageIndex, mode: Ranking = "hybrid", subject: frozenset[str] = frozenset()
+    ) -> None:
         self.index = index
         self.mode: Ranking = mode if index.vectors is not None else "lexical"
+        #: The words that say what the knowledge is about (`refusal.subject_terms`).
+        self.subject = subject
 
     def rank(
         self, question: Question, k: int, vectors: Vectors | None = None, page: int | None = None

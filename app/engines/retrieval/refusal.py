@@ -23,6 +23,12 @@ tuned on one set:
   missing only when no document has it: it often stands for words the pages spell out or do not
   need ("our CI sets HTTPS_PROXY" is a question about proxies).
 
+**A question about the knowledge itself** is not refused for the other names it holds: one that
+names a word of the knowledge's name (`anvil index --name`, else its folder's) that most of its
+documents hold (`SUBJECT_SHARE`) is on-topic, whatever else it names ("I serve a Vue app from
+Flask", asked of Flask's docs; "flask run fails on my new MacBook"). Words that say what kind of
+collection it is ("docs", "handbook") name no subject.
+
 **Without vectors**, a question is refused when it is not covered by words or when it names
 something the corpus lacks, initialisms included: with no similarity to weigh, a name is the only
 sign of a question about something else ("maternity pay in the UK", asked of a handbook two of
@@ -59,6 +65,15 @@ UNRELATED_QUANTILE = 0.9
 UNCOVERED_SPREADS = 2.0
 #: A name that appears in at most this share of the documents is particular to them.
 RARE_NAME_SHARE = 0.1
+#: A word of the knowledge's name that at least this share of its documents hold is its subject.
+SUBJECT_SHARE = 0.5
+#: Words of a knowledge's name that say what kind of collection it is, not what it is about.
+_COLLECTION_WORDS = frozenset(
+    tokenize(
+        "docs documentation document handbook guide guides manual reference knowledge base wiki "
+        "site pages book notes corpus help"
+    )
+)
 
 #: Capitalised in English without naming anything a corpus could lack.
 _CALENDAR = frozenset(
@@ -91,17 +106,39 @@ class Signals:
     leaned: float | None = None
 
 
-def refuse(index: PassageIndex, question: Question, signals: Signals) -> bool:
-    """Whether to answer that nothing was found for `question` (see the module)."""
+def refuse(
+    index: PassageIndex, question: Question, signals: Signals, subject: frozenset[str] = frozenset()
+) -> bool:
+    """Whether to answer that nothing was found for `question` (see the module), given the
+    words that say what the knowledge is about (`subject_terms`)."""
     if not signals.ranked:
         return True
-    return verdict(signals, covers(index, signals.ranked, question.own), index, question.text)
+    about = not subject.isdisjoint(question.own)
+    return verdict(signals, covers(index, signals.ranked, question.own), index, question.text, about=about)
 
 
-def verdict(signals: Signals, covered: bool, index: PassageIndex, question: str) -> bool:
-    """The rule of the module, given whether the passages found cover the question by words."""
+def subject_terms(index: PassageIndex, name: str | None) -> frozenset[str]:
+    """The words of the knowledge's `name` that say what it is about: those most of the
+    documents of `index` hold (`SUBJECT_SHARE`), other than words for a kind of collection."""
+    documents = max(index.document_count, 1)
+    return frozenset(
+        term
+        for term in tokenize(name or "")
+        if term not in _COLLECTION_WORDS
+        and (holders := documents_holding(index, term)) is not None
+        and len(holders) / documents >= SUBJECT_SHARE
+    )
+
+
+def verdict(
+    signals: Signals, covered: bool, index: PassageIndex, question: str, *, about: bool = False
+) -> bool:
+    """The rule of the module, given whether the passages found cover the question by words and
+    whether it names what the knowledge is about (`about`: then no name it holds refuses it)."""
     if signals.similarity is None:
-        return not covered or bool(missing_names(question, index, signals.ranked, initialisms=True))
+        if not covered:
+            return True
+        return not about and bool(missing_names(question, index, signals.ranked, initialisms=True))
     median, high = unrelated_quantile(index, 0.5), unrelated_quantile(index, UNRELATED_QUANTILE)
     if median is None or high is None:
         return not covered
@@ -115,7 +152,7 @@ def verdict(signals: Signals, covered: bool, index: PassageIndex, question: str)
         return True
     if not covered and best <= median + UNCOVERED_SPREADS * (high - median):
         return True
-    return bool(missing_names(question, index, signals.ranked))
+    return not about and bool(missing_names(question, index, signals.ranked))
 
 
 def covers(index: PassageIndex, ranked: Sequence[int], own: Sequence[str]) -> bool:

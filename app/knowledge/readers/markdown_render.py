@@ -178,7 +178,8 @@ class _Writer:
                 heading = Heading(int(node.tag[1]), *_heading_parts(node.children[0]))
                 out.append(heading.title if flat or not heading.title else heading)
             elif kind == "paragraph":
-                out.append(_paragraph(node.children[0]))
+                bold = _wholly_bold(node.children[0])
+                out.append(_paragraph(node.children[0]) if bold is None else _label(_paragraph(bold)))
             elif kind in ("fence", "code_block"):
                 out.extend(code_blocks(node.content, node.info, node.markup))
             elif kind in ("bullet_list", "ordered_list"):
@@ -322,6 +323,13 @@ def _inline(node: SyntaxTreeNode) -> str:
         elif not kind.startswith("footnote"):
             parts.append(_inline(child))
     return "".join(parts)
+
+
+def _wholly_bold(inline: SyntaxTreeNode) -> SyntaxTreeNode | None:
+    """The bold span a paragraph is made of and nothing else ("**Example**", a label over what
+    follows, or a reStructuredText tab's or admonition's title); None for any other paragraph."""
+    parts = [c for c in inline.children if not (c.type == "text" and not c.content.strip())]
+    return parts[0] if len(parts) == 1 and parts[0].type == "strong" else None
 
 
 def _paragraph(inline: SyntaxTreeNode) -> str:

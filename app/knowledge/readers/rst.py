@@ -209,6 +209,10 @@ class _Walk:
                     self.block(child, depth + 1)
         elif isinstance(node, nodes.topic) and "contents" in node["classes"]:
             return  # a table of contents repeats the headings
+        elif rst_sphinx.LABEL in node["classes"] or (
+            isinstance(node.parent, nodes.admonition) and isinstance(node, nodes.title)
+        ):
+            out.text(f"**{' '.join(_inline(node).split())}**")  # a title labelling what follows
         elif isinstance(node, _TEXT):
             out.text(" ".join(_inline(node).split()))
         elif isinstance(node, _CODE):

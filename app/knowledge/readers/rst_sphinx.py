@@ -13,7 +13,7 @@ those of its common extensions, each read as plain docutils nodes:
 - autodoc's directives (`autoclass`, ...): the text written under them (the docstrings they pull
   in are in the code, not the page);
 - layout (`only`, `hlist`, `glossary`, tabs, cards, grids, dropdowns): their content, after a
-  title line for those that have one;
+  bold title line (a label, as a generic admonition's title is) for those that have one;
 - `code-block`, `sourcecode` and `code-tab` take Sphinx's options (`caption`,
   `emphasize-lines`, ...) and give the caption as a line before the code; `doctest`, `testcode`,
   `testoutput` and `productionlist` are code;
@@ -72,6 +72,22 @@ class _Read(Directive):
         if self.content:
             self.state.nested_parse(self.content, self.content_offset, node)
         return [node]
+
+
+#: The class of a paragraph that is a title labelling what follows (a tab's, a card's), which
+#: the reader writes as a bold line.
+LABEL = "label"
+
+
+class _Headed(_Read):
+    """Layout titled by its argument (a tab, a card, a dropdown): the title as a label."""
+
+    def head(self, argument: str) -> list[nodes.Node]:
+        found = self.line(argument)
+        for node in found[:1]:
+            if isinstance(node, nodes.Element):
+                node["classes"].append(LABEL)
+        return found
 
 
 class _Content(_Read):
@@ -306,7 +322,7 @@ def register() -> None:
     for name in _CONTENT:
         directives.register_directive(name, _Content)
     for name in _HEADED:
-        directives.register_directive(name, _Read)
+        directives.register_directive(name, _Headed)
     for name in _NOTHING:
         directives.register_directive(name, _Nothing)
     for name in _Version.said:

@@ -123,14 +123,36 @@ def test_rst_sphinx_directives_give_their_content(tmp_path: Path) -> None:
     assert [p.text for p in passages] == [
         "Added in version 2.0.\n\nWidgets spin both ways.\n\nChanged in version 2.1.\n\nFaster.\n\n"
         "Deprecated since version 3.0.\n\nUse gadgets.\n\nNote:\n\nOil them.\n\nSpins the widget.\n\n"
-        "`spin(widget, turns=1)`\n\nTurns a widget.\n\nSee also\n\nThe gadgets page.\n\n"
-        "Shown on the web.\n\nLinux\n\nUse apt.\n\nSide title\n\nSide text."
+        "`spin(widget, turns=1)`\n\nTurns a widget.\n\n**See also**\n\nThe gadgets page.\n\n"
+        "Shown on the web.\n\n**Linux**\n\nUse apt.\n\nSide title\n\nSide text."
     ]
     for leak in ["..", "::", "Unknown", "directive", "noindex", "width", "launch code", "toctree"]:
         assert leak not in file.text
 
 
+def test_rst_tab_and_admonition_titles_are_labels_over_their_text(tmp_path: Path) -> None:
+    # As Flask's docs write them: tabs per shell, and a titled note under an example.
+    text = (
+        "Uploads\n=======\n\n.. tabs::\n\n   .. group-tab:: Bash\n\n      Unix Bash:\n\n"
+        "      .. code-block:: text\n\n         $ export FLASK_APP=hello\n\n"
+        ".. admonition:: Connection Reset Issue\n\n   You may get a connection reset instead of a 413.\n"
+    )
+    _, passages = read_one(tmp_path, "uploads.rst", text)
+
+    assert body(passages) == (
+        "**Bash**\n\nUnix Bash:\n\n```text\n$ export FLASK_APP=hello\n```\n\n**Connection Reset Issue**\n\n"
+        "You may get a connection reset instead of a 413."
+    )
+
+
 # VitePress and Markdown
+
+
+def test_a_wholly_bold_paragraph_stays_a_bold_label_and_bold_inside_a_sentence_goes(tmp_path: Path) -> None:
+    text = "# Start\n\n**Example**\n\n```sh\nrun it\n```\n\nA **bold** word and **two** more.\n"
+    _, passages = read_one(tmp_path, "start.md", text)
+
+    assert body(passages) == "**Example**\n\n```sh\nrun it\n```\n\nA bold word and two more."
 
 
 def test_twoslash_hidden_code_and_notes_stay_out_of_a_fence(tmp_path: Path) -> None:

@@ -15,10 +15,11 @@ from app.engines.embeddings.local import LocalEmbedder
 from app.engines.retrieval.engine import NO_MATCH_ANSWER, RetrievalEngine
 from app.engines.retrieval.follow_ups import cited_page
 from app.engines.retrieval.fusion import fuse, lift, rank_fuse, unrelated_quantile
-from app.engines.retrieval.refusal import Signals, missing_names, names, verdict
+from app.engines.retrieval.refusal import Signals, missing_names, names, subject_terms, verdict
 from app.errors import EngineFailed
 from app.knowledge.corpus import CorpusPassage
 from app.knowledge.index import PassageIndex, add_vectors
+from app.knowledge.served import Naming, ServedIndex
 
 pytestmark = pytest.mark.anyio
 
@@ -291,6 +292,24 @@ async def test_by_words_alone_a_question_naming_what_the_corpus_lacks_is_refused
     refused = await lexical.answer("How do I set a proxy URL in Postman?", [])
     assert refused.text == NO_MATCH_ANSWER and refused.sources == ()
     assert first_source(await lexical.answer("How do I set a proxy URL for Tern?", [])) == "proxies.md"
+
+
+async def test_a_question_naming_what_the_knowledge_is_about_is_not_refused_for_other_names(
+    engine: RetrievalEngine,
+) -> None:
+    # "Tern" is in half the pages (the subject); "docs" only says what kind of collection it is.
+    assert subject_terms(engine.index, "Tern docs") == {"tern"}
+    assert (
+        subject_terms(engine.index, "The proxies docs") == set()
+        and subject_terms(engine.index, None) == set()
+    )
+    question = "How do I set a proxy URL for Tern when testing from Postman?"
+    unnamed = RetrievalEngine(engine.index, None)
+    assert (await unnamed.answer(question, [])).text == NO_MATCH_ANSWER
+    named = RetrievalEngine(ServedIndex(engine.index, None, Naming(name="Tern docs")), None)
+    assert first_source(await named.answer(question, [])) == "proxies.md"
+    # A question that does not name the subject is still refused for a name the corpus lacks.
+    assert (await named.answer("How do I set a proxy URL in Postman?", [])).text == NO_MATCH_ANSWER
 
 
 async def test_search_returns_no_passage_that_holds_no_word_and_is_as_unrelated_as_the_questions_kept(
