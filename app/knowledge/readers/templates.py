@@ -6,6 +6,8 @@ Outside code (fenced at any indentation, a line indented by four spaces or a tab
 - a tag that stands on lines of its own (`{% alert "..." %}`, `{% endalert %}`, an
   `{% include ... %}` spanning a few lines) is left out, and what it wraps is kept;
 - what lies between `{% comment %}` and `{% endcomment %}` is left out with them;
+- what lies between `{% raw %}` and `{% endraw %}` is kept as written (the site shows its tags
+  as text), and the two tags left out;
 - a tag inside a line (a shortcode: `{% slack_channel "parents" %}`, a link's target
   `({% page "/tools/" %})`) is replaced by its first quoted argument, or by nothing.
 
@@ -23,6 +25,7 @@ MAX_TAG_CHARS = 600
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _INDENTED = re.compile(r"^(?: {4}|\t)")
 _QUOTED = re.compile(r"\"([^\"]*)\"|'([^']*)'")
+_END_RAW = re.compile(r"\{%-?[ \t]*endraw[ \t]*-?%\}")
 
 
 def strip_template_tags(markdown: str) -> str:
@@ -65,6 +68,7 @@ def _untagged(text: str) -> str:
     done = 0
     at = text.find("{%")
     last_end_comment = text.rfind("endcomment")
+    last_end_raw = text.rfind("endraw")  # a raw tag with none after it is searched no further
     commented = False
     while at >= 0:
         end = text.find("%}", at + 2, at + MAX_TAG_CHARS)
@@ -82,6 +86,13 @@ def _untagged(text: str) -> str:
             commented = True
         elif name == "endcomment":
             commented = False
+        elif name == "raw" and not commented and last_end_raw > end:
+            close = _END_RAW.search(text, done)
+            if close is None:
+                last_end_raw = -1  # none after this one, so none after any later one either
+            else:
+                pieces.append(text[done : close.start()])
+                done = close.end()
         elif not commented and not _alone(text, at, done):
             quoted = _QUOTED.search(tag)
             pieces.append(next((g for g in quoted.groups() if g is not None), "") if quoted else "")

@@ -298,6 +298,7 @@ def test_template_tags_of_a_static_site_stay_out_and_a_shortcode_reads_as_its_ar
         '{% alert "Updated guidance" %}\nAsk [the team]({% page "/people/" %}) first.\n{% endalert %}\n\n'
         '{% include "steps.html"\nsteps: travel.steps\ncurrent: 2 %}\n\n'
         "{% comment %}\nDraft: not yet.\n{% endcomment %}\n\n"
+        "Write {% raw %}`{{ page.title }}` or {% if x %}{% endraw %} as they are.\n\n"
         'Post in {% slack_channel "leave" %} and see `{% page "x" %}`.\n\n'
         '```liquid\n{% include "kept.html" %}\n```\n\n'
         '- In a list:\n\n    ```liquid\n    {% page "nested" %}\n    ```\n\n'
@@ -307,4 +308,5 @@ def test_template_tags_of_a_static_site_stay_out_and_a_shortcode_reads_as_its_ar
     assert "See the claims too." in text and "Ask the team first." in text
     assert 'Post in leave and see `{% page "x" %}`.' in text
     assert '{% include "kept.html" %}' in text and '{% page "nested" %}' in text  # code is code
+    assert "Write `{{ page.title }}` or {% if x %} as they are." in text  # raw: kept as written
     assert "Draft" not in text and "steps" not in text and "alert" not in text and "Updated" not in text
