@@ -100,7 +100,7 @@ def problems(answer: str) -> list[str]:
     blocks = [b for b in blocks if b]
     for text, after in zip(blocks, [*blocks[1:], ""], strict=True):
         skipped = ("|", "- ", "* ", "**", "[…]", "#", ">", "    ", "```")
-        if text.startswith(skipped) or text[0].isdigit() or text[-1] in ".!?:)`\"'*]>…":
+        if text.startswith(skipped) or text[0].isdigit() or text[-1] in ".!?:)`\"'*]>…”’»":
             continue
         # What stands over a code block, a list or a table introduces it ("Example", "These
         # consist of the following"), whether or not it ends on a colon; "Stability: 2 - Stable"

@@ -100,3 +100,5 @@ def test_the_report_flags_a_colon_a_cut_sentence_and_markup_and_reads_the_labels
     # A caption over its block and a label are no cut sentences; a short line over prose is.
     assert report.problems("Example\n\n```js\nx()\n```\n\nParameters\n\n- `x`\n\nStability: 2 - Stable") == []
     assert report.problems("Fastify\n\nA web framework.") == ["a paragraph stops mid-sentence: ...'Fastify'"]
+    # A sentence that ends inside typographic quotes ends there.
+    assert report.problems("He said, \u201cIt is not work.\u201d\n\nShe answered, \u2018Fine.\u2019") == []
