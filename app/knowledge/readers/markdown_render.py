@@ -17,8 +17,7 @@ syntax tree written back as blocks. A block is a `Heading` or a string of plain 
 - an HTML block loses its comments, tags and `script`/`style` elements; the text left is read
   as Markdown again.
 - a page's own table of contents (a list of links to its sections and nothing else) is left
-  out, with the line that names it, and so is a site banner over a page's own headings
-  (`markdown_furniture`).
+  out, with the line that names it (`markdown_contents`).
 
 Headings inside a list item or a table cell are text there; every other heading is a `Heading`.
 """
@@ -34,7 +33,7 @@ import yaml
 from markdown_it.tree import SyntaxTreeNode
 
 from app.knowledge.readers.markdown_code import code_blocks
-from app.knowledge.readers.markdown_furniture import is_banner, is_table_of_contents, names_contents
+from app.knowledge.readers.markdown_contents import is_table_of_contents, names_contents
 from app.knowledge.readers.markdown_parser import CONTAINER, HEARD, TAB, TOO_DEEP, outline_parser, parser
 from app.knowledge.readers.markup import Heard, Warn
 from app.knowledge.readers.mdx import strip_mdx
@@ -193,8 +192,6 @@ class _Writer:
                 out.append(self.items(node, depth))
             elif kind == "table":
                 out.append(_table(node))
-            elif kind == "html_block" and self.banner(nodes, number, depth, flat):
-                continue
             elif kind == "html_block":
                 out.extend(self.html(node.content, depth, flat))
             elif kind == "front_matter":
@@ -213,19 +210,6 @@ class _Writer:
             elif kind in _TRANSPARENT:
                 out.extend(self.nodes(node.children, depth, flat))
         return [block for block in out if isinstance(block, Heading) or block.strip()]
-
-    def banner(self, nodes: list[SyntaxTreeNode], number: int, depth: int, flat: bool) -> bool:
-        """Whether HTML block `number` of `nodes` is a site banner (`markdown_furniture`): first
-        in the document, before its own headings."""
-        first = number == 0 or (number == 1 and nodes[0].type == "front_matter")
-        if (
-            depth
-            or flat
-            or not first
-            or not is_banner(nodes[number].content, _html_h1(nodes[number].content))
-        ):
-            return False
-        return any(node.type == "heading" for node in nodes)
 
     def items(self, node: SyntaxTreeNode, depth: int) -> str:
         """A list as `-` or numbered items, content indented under its item's marker."""

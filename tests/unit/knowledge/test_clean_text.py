@@ -312,10 +312,10 @@ def test_template_tags_of_a_static_site_stay_out_and_a_shortcode_reads_as_its_ar
     assert "Draft" not in text and "steps" not in text and "alert" not in text and "Updated" not in text
 
 
-def test_a_site_banner_and_a_pages_own_table_of_contents_stay_out_of_its_text(tmp_path: Path) -> None:
-    # As fastify's pages begin: the site's banner, the page's heading, then its contents.
+def test_a_pages_own_table_of_contents_stays_out_of_its_text(tmp_path: Path) -> None:
+    # As fastify's pages begin: the page's heading, then its contents.
     page = (
-        '<h1 align="center">Fastify</h1>\n\n## Warnings\n\n**Table of contents**\n'
+        "## Warnings\n\n**Table of contents**\n"
         "- [Warnings](#warnings)\n  - [Codes](#codes)\n    - [FSTWRN004](#fstwrn004)\n\n"
         "### Codes\n\nMute one with `--disable-warning`.\n\n"
         "See:\n\n- [the codes](#codes)\n- the Node.js docs\n"
@@ -325,6 +325,3 @@ def test_a_site_banner_and_a_pages_own_table_of_contents_stay_out_of_its_text(tm
     assert file.title == "Warnings"
     # A list with anything but links to the page's sections is its text, as written.
     assert body(passages) == "Mute one with `--disable-warning`.\n\nSee:\n\n- the codes\n- the Node.js docs"
-    # A README whose only heading is its HTML <h1> keeps it: that names the page.
-    readme, _ = read_one(tmp_path, "README.md", '<h1 align="center">Tern</h1>\n\nA small HTTP client.\n')
-    assert readme.title == "Tern" and "Tern" in readme.text

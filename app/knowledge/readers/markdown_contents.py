@@ -1,12 +1,8 @@
-"""What a Markdown page carries for its site rather than its reader, left out of its text:
-
-- its own table of contents: a list of links to its sections and nothing else ("- [Warnings]
-  (#warnings)", nested as the sections are), which repeats the headings the passages already
-  have, with the line just before it that names it ("**Table of contents**", "Contents:"); a
-  list that holds anything else (one item of prose, a link to another page) is the page's text;
-- a site banner: an HTML block holding one `<h1>` and nothing else, first on a page that has
-  headings of its own (`<h1 align="center">Fastify</h1>` atop each of fastify's pages), which
-  names the site, not the page (nor does it title the page: `first_title`).
+"""A Markdown page's own table of contents, which its site shows and its reader does not need:
+a list of links to its sections and nothing else ("- [Warnings](#warnings)", nested as the
+sections are), repeating the headings the passages already have. It is left out of the page's
+text, with the line just before it that names it ("**Table of contents**", "Contents:"). A list
+that holds anything else (one item of prose, a link to another page) is the page's text.
 """
 
 from __future__ import annotations
@@ -14,8 +10,6 @@ from __future__ import annotations
 import re
 
 from markdown_it.tree import SyntaxTreeNode
-
-_TAGS = re.compile(r"<[^<>]*>")
 
 #: The line over a table of contents, as pages write it (bold or not, with a colon or not).
 _NAMED = re.compile(
@@ -54,9 +48,3 @@ def _one_section_link(paragraph: SyntaxTreeNode) -> bool:
         return False
     parts = [c for c in inline.children if not (c.type == "text" and not c.content.strip())]
     return len(parts) == 1 and parts[0].type == "link" and str(parts[0].attrGet("href") or "").startswith("#")
-
-
-def is_banner(html: str, title: str) -> bool:
-    """Whether an HTML block is `<h1>`'s `title` and nothing else (`title` being the text of its
-    first `<h1>`, "" for none)."""
-    return bool(title) and " ".join(_TAGS.sub(" ", html).split()) == title
