@@ -100,7 +100,7 @@ def problems(answer: str) -> list[str]:
     blocks = [b for b in blocks if b]
     for text, after in zip(blocks, [*blocks[1:], ""], strict=True):
         skipped = ("|", "- ", "* ", "**", "[…]", "#", ">", "    ", "```")
-        if text.startswith(skipped) or text[0].isdigit() or text[-1] in ".!?:)`\"'*]>…”’»":
+        if text.startswith(skipped) or text[0].isdigit() or text[-1] in ".!?:)`\"'*]>…\u201d\u2019\u00bb":
             continue
         # What stands over a code block, a list or a table introduces it ("Example", "These
         # consist of the following"), whether or not it ends on a colon; "Stability: 2 - Stable"
@@ -330,7 +330,7 @@ def report(scores: Scores) -> None:
 
 
 def table(rows: list[tuple[str, str, Scores]]) -> None:
-    """The scores of every set and ranking, as the Markdown table of docs/answers.md."""
+    """The scores of every set and ranking, as the Markdown table of docs/evaluation.md."""
     print(
         "| set | ranking | hit@1 | hit@3 | off-topic refused | in a conversation | follow-ups | quoted "
         "| flagged |"

@@ -1,4 +1,4 @@
-"""`bench/eval.py`, as docs/answers.md shows it, on a corpus and questions the test writes."""
+"""`bench/eval.py`, as docs/evaluation.md shows it, on a corpus and questions the test writes."""
 
 from __future__ import annotations
 

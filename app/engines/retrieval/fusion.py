@@ -5,7 +5,7 @@
 between what an unrelated question scores on this corpus (the median of
 `calibration.UNRELATED`, kept in the index) and the best passage, weighted 1.5 to 1. Measured
 against reciprocal rank fusion (k = 60) on three public documentation sets (`bench/eval.py`,
-`docs/answers.md`), the weighted sum found the right page as often or more, and it keeps a
+`docs/evaluation.md`), the weighted sum found the right page as often or more, and it keeps a
 passage that only one ranking finds strongly above those both find weakly, which rank fusion
 cannot tell apart.
 
