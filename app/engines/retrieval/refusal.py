@@ -20,8 +20,9 @@ tuned on one set:
   most of its words with the corpus, but not its name (Redux's docs name Zustand once, in their
   history). Pages, not passages: for "requests to the Docker daemon through docker.sock", undici's
   client page is found, but not its passage that names Docker. An initialism ("CI", "ID") is
-  missing only when no document has it: it often stands for words the pages spell out or do not
-  need ("our CI sets HTTPS_PROXY" is a question about proxies).
+  missing only when no document has it, and one of two letters never ("the VS Code debugger"):
+  it often stands for words the pages spell out or do not need ("our CI sets HTTPS_PROXY" is a
+  question about proxies).
 
 **A question about the knowledge itself** is not refused for the other names it holds: one that
 names a word of the knowledge's name (`anvil index --name`, else its folder's) that most of its
@@ -65,6 +66,9 @@ UNRELATED_QUANTILE = 0.9
 UNCOVERED_SPREADS = 2.0
 #: A name that appears in at most this share of the documents is particular to them.
 RARE_NAME_SHARE = 0.1
+#: An initialism this short ("VS" of "VS Code", "UI", "DB") abbreviates words more often than it
+#: names a product: with vectors, it is never missing.
+_SHORT_INITIALISM = 2
 #: A word of the knowledge's name that at least this share of its documents hold is its subject.
 SUBJECT_SHARE = 0.5
 #: Words of a knowledge's name that say what kind of collection it is, not what it is about.
@@ -205,7 +209,8 @@ def missing_names(
     held = {name: documents_holding(index, terms[0]) for name in names(question) if (terms := tokenize(name))}
     for name, holders in held.items():
         if holders is None:
-            missing.append(name)
+            if initialisms or not (name.isupper() and len(name) <= _SHORT_INITIALISM):
+                missing.append(name)
             continue
         if name.isupper() and not initialisms:
             continue

@@ -145,7 +145,7 @@ def twenty_pages() -> list[CorpusPassage]:
     return passages
 
 
-def test_a_rare_name_is_missing_unless_a_page_found_mentions_it_and_an_initialism_only_if_absent() -> None:
+def test_a_rare_name_is_missing_unless_a_found_page_has_it_an_initialism_only_if_absent_and_long() -> None:
     index = PassageIndex.from_passages(twenty_pages())
     # Found: page 7's opening passage, which does not say Wibble; its page does.
     assert missing_names("Does Wibble work here?", index, (0, 2, 14)) == []
@@ -155,7 +155,11 @@ def test_a_rare_name_is_missing_unless_a_page_found_mentions_it_and_an_initialis
     # (without vectors); one the corpus lacks is missing either way.
     assert missing_names("Does QX work here?", index, (0, 2)) == []
     assert missing_names("Does QX work here?", index, (0, 2), initialisms=True) == ["QX"]
-    assert missing_names("Does QX work with ZZ?", index, (0, 2)) == ["ZZ"]
+    assert missing_names("Does QX work with ZZZ?", index, (0, 2)) == ["ZZZ"]
+    # ... except one of two letters, which abbreviates words more often than it names a product
+    # ("the VS Code debugger"), unless initialisms count.
+    assert missing_names("Does QX work in VS Code?", index, (0, 2)) == ["Code"]
+    assert missing_names("Does QX work in VS Code?", index, (0, 2), initialisms=True) == ["QX", "VS", "Code"]
     # Ranked by words alone, the refusal counts initialisms.
     assert verdict(Signals(ranked=(0, 2)), True, index, "Does QX work here?")
     assert not verdict(Signals(ranked=(0, 14)), True, index, "Does QX work here?")
@@ -175,7 +179,7 @@ def test_with_vectors_the_refusal_lets_an_initialism_the_corpus_has_pass() -> No
     assert not verdict(found, True, index, "Does QX work here?")
     assert verdict(Signals(ranked=(0, 2)), True, index, "Does QX work here?")
     # A name the corpus lacks, or a rare one no page found has, is refused either way.
-    assert verdict(found, True, index, "Does QX work with ZZ?")
+    assert verdict(found, True, index, "Does QX work with ZZZ?")
     assert verdict(found, True, index, "Does Wibble work here?")
 
 
