@@ -15,7 +15,7 @@ syntax tree written back as blocks. A block is a `Heading` or a string of plain 
   tab its title, as a bold line of their own (`**Note on streams**`), unless nothing is left
   under it;
 - an HTML block loses its comments, tags and `script`/`style` elements; the text left is read
-  as Markdown again.
+  as Markdown again;
 - a page's own table of contents (a list of links to its sections and nothing else) is left
   out, with the line that names it (`markdown_contents`).
 

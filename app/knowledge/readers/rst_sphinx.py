@@ -76,7 +76,7 @@ class _Read(Directive):
 
 #: The class of a paragraph that is a title labelling what follows (a tab's, a card's), which
 #: the reader writes as a bold line.
-LABEL = "label"
+LABEL = "anvil-label"
 
 
 class _Headed(_Read):
