@@ -36,6 +36,7 @@ MAX_PASSAGE_CHARS = 1200
 #: File name endings of the corpus.
 SUFFIXES = (".md", ".mdx")
 
+_HEADING_LINE = re.compile(r"#{1,6} ")  # a heading written as text (deeper than a passage's)
 # Headings down to this level start a passage; deeper ones are text of their section.
 _PASSAGE_LEVELS = 4
 
@@ -222,7 +223,22 @@ def chunk_text(text: str, max_chars: int = MAX_PASSAGE_CHARS) -> list[str]:
             pieces.extend(_table_pieces(block, max_chars))
         else:
             pieces.extend(_fit(block, max_chars))
-    return _pack(pieces, "\n\n", max_chars)
+    return _pack(_lead_on(pieces, max_chars), "\n\n", max_chars)
+
+
+def _lead_on(pieces: list[str], max_chars: int) -> list[str]:
+    """`pieces`, each that leads into the next (a heading written as text, `##### x`, or a sentence
+    ending in a colon) joined to it when both fit: no chunk ends on one."""
+    joined: list[str] = []
+    last = ""  # the piece `joined` ends with
+    for piece in pieces:
+        leads = bool(_HEADING_LINE.match(last)) or last.rstrip().endswith(":")
+        if leads and len(joined[-1]) + 2 + len(piece) <= max_chars:
+            joined[-1] = f"{joined[-1]}\n\n{piece}"
+        else:
+            joined.append(piece)
+        last = piece
+    return joined
 
 
 def _is_table(block: str) -> bool:

@@ -103,6 +103,23 @@ def test_long_sections_are_chunked_at_paragraph_boundaries() -> None:
     assert rejoined == [p.strip() for p in paragraphs]
 
 
+def test_no_chunk_ends_on_a_heading_written_as_text_or_an_introduction() -> None:
+    # As npm's docs write their selectors: level-5 headings inside a long section, and a
+    # sentence introducing its list.
+    text = "\n\n".join(
+        ["A" * 500 + ".", "B" * 500 + ".", "##### `:vuln`", "C" * 500 + ".", "One of these:", "- x\n- y"]
+    )
+
+    chunks = chunk_text(text, max_chars=1200)
+
+    assert chunks == [
+        "A" * 500 + ".\n\n" + "B" * 500 + ".",
+        "##### `:vuln`\n\n" + "C" * 500 + ".\n\nOne of these:\n\n- x\n- y",
+    ]
+    # What fits nowhere with what it leads into stays where it was.
+    assert chunk_text("##### Head\n\n" + "D" * 1200, max_chars=1200) == ["##### Head", "D" * 1200]
+
+
 def test_a_paragraph_longer_than_the_limit_is_cut_at_sentences() -> None:
     paragraph = " ".join(f"Sentence number {n} is here." for n in range(100))
 
