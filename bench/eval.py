@@ -81,7 +81,7 @@ LABEL = re.compile(r"^\*\*.*\*\* \((?:\[([^\]]+)\]\([^)\s]*\)|`([^`]+)`)\)$", re
 #: What no answer should carry: markup of a source format that reached the text.
 MARKUP = re.compile(
     r"(?m)^:(?:orphan|tocdepth|nosearch):|\.\. [a-z-]+::|code-block::|:(?:ref|doc|class|func|meth|attr)"
-    r":`|---cut---|\btwoslash\b|^Next: .*Previous: |^[-=~^]{5,}\s*$"
+    r":`|---cut---|\btwoslash\b|^Next: .*Previous: |^[-=~^]{5,}\s*$|\]\[\]|^\[[^\n]*\]: \S"
 )
 
 

@@ -97,6 +97,9 @@ def test_the_report_flags_a_colon_a_cut_sentence_and_markup_and_reads_the_labels
     assert report.problems("Run this:") == ["ends on a colon"]
     assert report.problems("It was cut in the") == ["a paragraph stops mid-sentence: ...'It was cut in the'"]
     assert report.problems(":orphan:\n\nText.") == ["markup: ':orphan:'"]
+    # A reference link or definition the parser could not resolve is markup too.
+    assert report.problems("A [`Dispatcher`][] agent.") == ["markup: '][]'"]
+    assert report.problems("Done.\n\n[`Pool`]: Pool.md#class-pool") == ["markup: '[`Pool`]: P'"]
     # A caption over its block and a label are no cut sentences; a short line over prose is.
     assert report.problems("Example\n\n```js\nx()\n```\n\nParameters\n\n- `x`\n\nStability: 2 - Stable") == []
     assert report.problems("Fastify\n\nA web framework.") == ["a paragraph stops mid-sentence: ...'Fastify'"]

@@ -35,6 +35,7 @@ from markdown_it.tree import SyntaxTreeNode
 from app.knowledge.readers.markdown_code import code_blocks
 from app.knowledge.readers.markdown_contents import is_table_of_contents, names_contents
 from app.knowledge.readers.markdown_parser import CONTAINER, HEARD, TAB, TOO_DEEP, outline_parser, parser
+from app.knowledge.readers.markdown_references import only_definitions, resolve
 from app.knowledge.readers.markup import Heard, Warn
 from app.knowledge.readers.mdx import strip_mdx
 from app.knowledge.readers.templates import strip_template_tags
@@ -180,6 +181,8 @@ class _Writer:
                 # A heading of markup only (`# <img src=logo.png>`) has nothing to cite: no heading.
                 heading = Heading(int(node.tag[1]), *_heading_parts(node.children[0]))
                 out.append(heading.title if flat or not heading.title else heading)
+            elif kind == "paragraph" and only_definitions(node.children[0].content):
+                continue  # link definitions CommonMark did not take (`markdown_references`)
             elif kind == "paragraph":
                 bold = _wholly_bold(node.children[0])
                 out.append(_paragraph(node.children[0]) if bold is None else _label(_paragraph(bold)))
@@ -339,7 +342,7 @@ def _wholly_bold(inline: SyntaxTreeNode) -> SyntaxTreeNode | None:
 
 
 def _paragraph(inline: SyntaxTreeNode) -> str:
-    lines = [line.strip() for line in _inline(inline).split("\n")]
+    lines = [line.strip() for line in resolve(_inline(inline)).split("\n")]
     # A line that would read as a fence in the passage text is escaped, so it stays prose.
     return "\n".join("\\" + line if _FENCE_LIKE.match(line) else line for line in lines if line)
 

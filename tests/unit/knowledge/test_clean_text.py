@@ -325,3 +325,17 @@ def test_a_pages_own_table_of_contents_stays_out_of_its_text(tmp_path: Path) -> 
     assert file.title == "Warnings"
     # A list with anything but links to the page's sections is its text, as written.
     assert body(passages) == "Mute one with `--disable-warning`.\n\nSee:\n\n- the codes\n- the Node.js docs"
+
+
+def test_reference_links_commonmark_cannot_resolve_read_as_their_text(tmp_path: Path) -> None:
+    # As undici's pages end: a definition whose label holds brackets stops CommonMark taking it
+    # and every definition after it, and the links to them keep their brackets.
+    page = (
+        "# Agent\n\nA [`Dispatcher`][] that uses a [SOCKS5][] proxy; `pick(list[0][1])` stays.\n\n"
+        "[SOCKS5]: https://www.rfc-editor.org/rfc/rfc1928\n"
+        "[`request(options[, callback])`]: Dispatcher.md#request\n"
+        "[`Dispatcher`]: Dispatcher.md#class-dispatcher\n"
+    )
+    _, passages = read_one(tmp_path, "Agent.md", page)
+
+    assert body(passages) == "A `Dispatcher` that uses a SOCKS5 proxy; `pick(list[0][1])` stays."

@@ -47,6 +47,11 @@ CASES: dict[str, tuple[Callable[[int], str], str, int]] = {
     "markdown: a heading of spaces": (lambda n: "# a" + " " * n + "b {#id}\n", "a.md", 20_000),
     "markdown: template tags on one line": (lambda n: "# T\n\n" + 'a {% x "y" %} `b` ' * n, "a.md", 2000),
     "markdown: template tags never closed": (lambda n: "# T\n\n" + "{% " * n + "\n", "a.md", 5000),
+    "markdown: unresolved references among backtick runs": (
+        lambda n: "# T\n\n" + "[`a`][] ``b` [c][d] " * n + "\n",
+        "a.md",
+        2000,
+    ),
     "markdown: raw tags never closed": (lambda n: "# T\n\n" + "{% raw %} endraw " * n + "\n", "a.md", 2000),
     "rst: lists in lists": (lambda n: "".join("  " * i + f"- item {i}\n\n" for i in range(n)), "a.rst", 40),
     "rst: a long document": (
