@@ -12,7 +12,7 @@ mkdocstrings `:::` directives. MDX is not CommonMark: its `import`/`export` stat
 A passage is one section under a heading (ATX or setext, levels 1 to 4), or a chunk of it when
 the section is long, so that a hit points the reader at a small, citable piece of a file. Its
 text is plain Markdown: paragraphs, lists, pipe tables and fenced code blocks (indented code is
-fenced too). Chunks are cut at block boundaries, and a code block is never cut.
+fenced too). Chunks are cut at block boundaries (`chunks`), and a code block is never cut.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from app.knowledge.chunks import MAX_PASSAGE_CHARS, chunk_text, fence_flags
 from app.knowledge.readers.markdown_parser import front_matter_parser
 from app.knowledge.readers.markdown_render import Block, Heading, document_blocks, first_title
 from app.knowledge.readers.markup import Heard, Warn
@@ -30,20 +31,12 @@ from app.knowledge.readers.markup import Heard, Warn
 if TYPE_CHECKING:
     from app.knowledge.sites import Anchors
 
-#: Upper bound on a passage's text; sections longer than this are cut at paragraph boundaries.
-MAX_PASSAGE_CHARS = 1200
-
 #: File name endings of the corpus.
 SUFFIXES = (".md", ".mdx")
 
-_HEADING_LINE = re.compile(r"#{1,6} ")  # a heading written as text (deeper than a passage's)
 # Headings down to this level start a passage; deeper ones are text of their section.
 _PASSAGE_LEVELS = 4
 
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-# A list item's marker, after its indentation: `- `, `* `, `+ `, `1. `, `1) `.
-_LIST_MARKER = re.compile(r"^([ \t]*)(?:[-*+]|\d{1,9}[.)])[ \t]")
 # The id a reader puts at the end of a heading line: ` {#id}`, its punctuation escaped.
 _HEADING_ID = re.compile(r"^(#{1,4} .*?) \{#(?:[^\s{}\\]|\\.)+\}$")
 _FRONT_MATTER_OPENING = re.compile(r"-{3,}[ \t]*(?:\r\n|\r|\n)")
@@ -193,7 +186,7 @@ def shown_text(file: CorpusFile) -> str:
     lines = file.text.split("\n")
     return "\n".join(
         line if in_code else _HEADING_ID.sub(r"\1", line)
-        for line, in_code in zip(lines, _fence_flags(lines), strict=True)
+        for line, in_code in zip(lines, fence_flags(lines), strict=True)
     )
 
 
@@ -204,176 +197,6 @@ def clean_markup(markdown: str, *, mdx: bool = False) -> str:
     `mdx` reads `markdown` as MDX: its ESM lines, `{...}` expressions and JSX tags go too.
     """
     return "\n\n".join(_markdown(block) for block in document_blocks(markdown, mdx=mdx))
-
-
-def chunk_text(text: str, max_chars: int = MAX_PASSAGE_CHARS) -> list[str]:
-    """Pack the blocks of `text` into chunks of at most `max_chars` characters.
-
-    Blocks are paragraphs (separated by blank lines) and fenced code blocks (blank lines and
-    all). Blocks stay whole when they fit; a long table is cut between rows (each piece keeps the
-    header), a prose paragraph longer than `max_chars` at sentence or line ends, and failing that
-    at spaces. A code block is never cut: one longer than
-    `max_chars` makes a chunk of its own. Empty text gives [].
-    """
-    pieces: list[str] = []
-    for block, is_code in split_blocks(text):
-        if is_code:
-            pieces.append(block)
-        elif _is_table(block) and len(block) > max_chars:
-            pieces.extend(_table_pieces(block, max_chars))
-        else:
-            pieces.extend(_fit(block, max_chars))
-    return _pack(_lead_on(pieces, max_chars), "\n\n", max_chars)
-
-
-def _lead_on(pieces: list[str], max_chars: int) -> list[str]:
-    """`pieces`, each that leads into the next (a heading written as text, `##### x`, or a sentence
-    ending in a colon) joined to it when both fit: no chunk ends on one."""
-    joined: list[str] = []
-    last = ""  # the piece `joined` ends with
-    for piece in pieces:
-        leads = bool(_HEADING_LINE.match(last)) or last.rstrip().endswith(":")
-        if leads and len(joined[-1]) + 2 + len(piece) <= max_chars:
-            joined[-1] = f"{joined[-1]}\n\n{piece}"
-        else:
-            joined.append(piece)
-        last = piece
-    return joined
-
-
-def _is_table(block: str) -> bool:
-    lines = block.splitlines()
-    return len(lines) > 2 and all(line.lstrip().startswith("|") for line in lines) and "-" in lines[1]
-
-
-def _table_pieces(block: str, max_chars: int) -> list[str]:
-    """A long table cut between rows, each piece headed by the table's header and rule lines."""
-    lines = block.splitlines()
-    head = lines[:2]
-    pieces: list[str] = []
-    rows: list[str] = []
-    for row in lines[2:]:
-        if rows and len("\n".join([*head, *rows, row])) > max_chars:
-            pieces.append("\n".join([*head, *rows]))
-            rows = []
-        rows.append(row)
-    if rows:
-        pieces.append("\n".join([*head, *rows]))
-    return pieces
-
-
-def split_blocks(text: str) -> list[tuple[str, bool]]:
-    """The paragraphs and fenced code blocks of `text`, each flagged whether it is code.
-
-    `text` is a passage's (`clean_markup` writes all code as fences, and escapes a prose line
-    that would open one), so it is read line by line, which is fast enough for every answer.
-    """
-    blocks: list[tuple[str, bool]] = []
-    current: list[str] = []
-    current_is_code = False
-
-    def close() -> None:
-        block = "\n".join(current).strip("\n").rstrip()
-        if block.strip():
-            blocks.append((block, current_is_code))
-        current.clear()
-
-    lines = text.splitlines()
-    for line, in_code in zip(lines, _fence_flags(lines), strict=True):
-        if in_code != current_is_code or (not in_code and not line.strip()):
-            close()
-            current_is_code = in_code
-        if in_code or line.strip():
-            current.append(line)
-    close()
-    return blocks
-
-
-def _fit(paragraph: str, max_chars: int) -> list[str]:
-    """Split one paragraph into pieces no longer than `max_chars`, preferring natural breaks: a
-    list between its items (each a line or more, as written), prose between sentences (its lines
-    joined: a line's end is no sentence's); a piece still too long at spaces."""
-    if len(paragraph) <= max_chars:
-        return [paragraph]
-    items = _list_items(paragraph)
-    if len(items) > 1:
-        pieces = [
-            piece for item in items for piece in (_fit(item, max_chars) if len(item) > max_chars else [item])
-        ]
-        return _pack(pieces, "\n", max_chars)
-    prose = " ".join(line.strip() for line in paragraph.splitlines() if line.strip())
-    pieces = []
-    for sentence in _SENTENCE_END.split(prose):
-        # Cut where `at` stands, not by slicing off the rest each time: that copied a long
-        # sentence once a piece, quadratic in its length.
-        at, end = 0, len(sentence)
-        while end - at > max_chars:
-            cut = sentence.rfind(" ", at, at + max_chars + 1)
-            # A single word longer than the limit has no space to cut at; cut it hard.
-            cut = cut if cut > at else at + max_chars
-            pieces.append(sentence[at:cut].rstrip())
-            at = cut
-            while at < end and sentence[at].isspace():
-                at += 1
-        if at < end:
-            pieces.append(sentence[at:])
-    return _pack(pieces, " ", max_chars)
-
-
-def _list_items(block: str) -> list[str]:
-    """The items of a list `block` (its lines from each marker at the first one's indentation or
-    less to the next), else [] when it does not start as a list."""
-    lines = block.split("\n")
-    first = _LIST_MARKER.match(lines[0])
-    if first is None:
-        return []
-    items: list[str] = []
-    for line in lines:
-        marker = _LIST_MARKER.match(line)
-        if (marker is not None and len(marker.group(1)) <= len(first.group(1))) or not items:
-            items.append(line)
-        else:
-            items[-1] += "\n" + line
-    return items
-
-
-def _pack(pieces: list[str], separator: str, max_chars: int) -> list[str]:
-    """Greedily join consecutive pieces with `separator` while the result fits in `max_chars`."""
-    chunks: list[str] = []
-    current = ""
-    for piece in pieces:
-        candidate = f"{current}{separator}{piece}" if current else piece
-        if len(candidate) <= max_chars or not current:
-            current = candidate
-        else:
-            chunks.append(current)
-            current = piece
-    if current:
-        chunks.append(current)
-    return chunks
-
-
-def _fence_flags(lines: list[str]) -> list[bool]:
-    """For each line, whether it belongs to a fenced code block (fence lines included).
-
-    A fence closes with a line of the same fence characters only, at least as many; an
-    unclosed fence runs to the end.
-    """
-    flags: list[bool] = []
-    fence: str | None = None
-    for line in lines:
-        stripped = line.strip()
-        if fence is None:
-            match = _FENCE.match(line)
-            if match:
-                run = len(stripped) - len(stripped.lstrip(match.group(1)[0]))
-                fence = match.group(1)[0] * run
-            flags.append(match is not None)
-        else:
-            flags.append(True)
-            if stripped.startswith(fence) and not stripped.strip(fence[0]):
-                fence = None
-    return flags
 
 
 def _is_mdx(source: str) -> bool:

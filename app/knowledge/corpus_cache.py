@@ -65,7 +65,7 @@ def reading_code() -> bytes:
     kept by a build whose reading differs, in the same version (a checkout being worked on), is
     not opened as if it were this one's."""
     knowledge = Path(__file__).parent
-    cutting = [knowledge / name for name in ("corpus.py", "sections.py", "sites.py")]
+    cutting = [knowledge / name for name in ("corpus.py", "chunks.py", "sections.py", "sites.py")]
     files = sorted([*(knowledge / "readers").glob("*.py"), *cutting])
     digest = hashlib.sha256()
     for path in files:

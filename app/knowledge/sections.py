@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages, shown_text, split_blocks
+from app.knowledge.chunks import split_blocks
+from app.knowledge.corpus import CorpusFile, CorpusPassage, file_passages, shown_text
 from app.knowledge.postings import Field
 from app.knowledge.readers.markup import HEARD_EVERY, heard_as_bytes
 from app.knowledge.sites import SiteStyle, by_type

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from app.knowledge.corpus import split_blocks
+from app.knowledge.chunks import split_blocks
 from app.knowledge.tokens import tokenize
 
 #: Written between two quoted blocks that were not next to each other.

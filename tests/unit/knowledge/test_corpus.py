@@ -7,14 +7,12 @@ from pathlib import Path
 import pytest
 
 from app.engines.retrieval.excerpts import blocks_of
+from app.knowledge.chunks import MAX_PASSAGE_CHARS, chunk_text, split_blocks
 from app.knowledge.corpus import (
-    MAX_PASSAGE_CHARS,
     CorpusPassage,
-    chunk_text,
     clean_markup,
     file_passages,
     parse_file,
-    split_blocks,
     split_front_matter,
 )
 from app.knowledge.corpus_files import read_corpus
@@ -118,6 +116,22 @@ def test_no_chunk_ends_on_a_heading_written_as_text_or_an_introduction() -> None
     ]
     # What fits nowhere with what it leads into stays where it was.
     assert chunk_text("##### Head\n\n" + "D" * 1200, max_chars=1200) == ["##### Head", "D" * 1200]
+
+
+def test_a_list_item_too_long_is_cut_between_the_items_of_its_own_list() -> None:
+    # As the handbook's transit page writes its steps: one step holds a long list of its own.
+    sub = [f"  - Field {n}: " + "word " * 30 for n in range(8)]
+    text = "\n".join(["- Go to the site", "- Fill out the form:", *sub, "- Submit it"])
+
+    chunks = chunk_text(text, max_chars=600)
+
+    assert len(chunks) > 1 and all(len(c) <= 600 for c in chunks)
+    # No line is joined to another or cut: every line is where it was, in order.
+    assert [line.strip() for c in chunks for line in c.split("\n")] == [
+        line.strip() for line in text.split("\n")
+    ]
+    # A chunk that starts inside the step's own list starts at the left, so it reads as a list.
+    assert all(c.startswith("- ") for c in chunks)
 
 
 def test_a_paragraph_longer_than_the_limit_is_cut_at_sentences() -> None:
