@@ -3,8 +3,9 @@
 The reader of an answer is usually an agent's own model, which writes the reply itself: the
 engine's job is to quote, faithfully, and to say where from. So the answer is Markdown: the
 passage that answers first, then the best passages of up to two other pages that score close
-behind it, each headed by its page's title > section and by its link (or its file, when the
-corpus names no site), each quoted whole, or, when it is long, by the blocks of it that answer,
+behind it (and, after a first passage too short to answer alone, the passage that follows it),
+each headed by its page's title > section and by its link (or its file, when the corpus names
+no site), each quoted whole, or, when it is long, by the blocks of it that answer,
 whole (`excerpts.quote`). It writes no sentence of its own, and it stays within
 `ANVIL_ANSWER_MAX_CHARS`: the first quote takes at most `FIRST_SHARE` of it while others follow,
 and a later page whose quote would not fit is left out rather than cut.
@@ -37,6 +38,9 @@ SECTION_SHARE = 0.8
 CANDIDATES = 13
 #: The most of the answer's size the first quote takes while other quotes follow it.
 FIRST_SHARE = 0.6
+#: A first passage shorter than this (a page's one-line opening, a synopsis) is quoted with the
+#: passage after it on its page, when no other section of the page is.
+SHORT_QUOTE = 200
 
 
 class Quoter:
@@ -90,8 +94,19 @@ class Quoter:
             elif page not in pages and len(pages) < PAGES and score >= PAGE_SHARE * best:
                 pages.add(page)
                 others.append((n, score, None))
+        if joined is None and second is None and len(self.index.passage(best_n).text) < SHORT_QUOTE:
+            second = self._following(best_n, ranked)
         first = [(best_n, best, joined)] + ([(*second, None)] if second is not None else [])
         return first + others
+
+    def _following(self, n: int, ranked: Ranked) -> tuple[int, float] | None:
+        """The passage after `n` on its page, with its score (the last ranked one's when it was
+        not ranked), or None when `n` ends its page."""
+        after = n + 1
+        documents = self.index.passage_document
+        if after >= self.index.passage_count or documents[after] != documents[n]:
+            return None
+        return after, dict(ranked).get(after, ranked[-1][1])
 
     def _text_of(self, n: int, other: int | None) -> str:
         """Passage `n`'s text, with `other` (a piece of the same section) joined in reading order."""

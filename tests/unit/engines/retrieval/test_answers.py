@@ -237,11 +237,30 @@ async def test_other_pages_are_quoted_each_under_its_own_heading() -> None:
     )
     answer = await engine.answer("Where are the tide tables?", [])
 
-    assert [p.source for p in answer.sources] == ["tides.md", "harbour.md"]
+    # The first passage is too short to answer alone: the section after it on its page follows.
+    assert [p.source for p in answer.sources] == ["tides.md", "tides.md", "harbour.md"]
     assert answer.text == (
         "**Tides** (`tides.md`)\n\nTide tables list the high and low tide of every day.\n\n"
+        "**Tides > Springs** (`tides.md`)\n\nSpring tides are the highest of the month.\n\n"
         "**Harbour** (`harbour.md`)\n\nThe harbour office prints tide tables each month."
     )
+
+
+async def test_a_first_passage_long_enough_to_answer_is_not_followed_by_the_next() -> None:
+    opening = "Tide tables list the high and low tide of every day, " + "at every port, " * 12 + "too."
+    engine = engine_of_passages(
+        [
+            CorpusPassage("tides.md", "Tides", opening),
+            CorpusPassage("tides.md", "Tides > Springs", "Spring tides are the highest of the month."),
+            CorpusPassage("tides.md", "Tides > Neaps", "Neap tides follow them."),
+        ]
+    )
+    answer = await engine.answer("Where are the tide tables?", [])
+
+    assert [p.heading for p in answer.sources] == ["Tides"]
+    # A page's last passage, however short, has nothing after it to add.
+    last = await engine.answer("When are neap tides?", [])
+    assert [p.heading for p in last.sources] == ["Tides > Neaps"]
 
 
 async def test_a_link_heads_each_quote_when_the_corpus_names_its_site(corpus: Path) -> None:
