@@ -96,6 +96,11 @@ class Quoter:
                 others.append((n, score, None))
         if joined is None and second is None and len(self.index.passage(best_n).text) < SHORT_QUOTE:
             second = self._following(best_n, ranked)
+            if (
+                second is not None
+                and self.index.passage(second[0]).heading == self.index.passage(best_n).heading
+            ):
+                joined, second = second[0], None  # the rest of its section: under the one heading
         first = [(best_n, best, joined)] + ([(*second, None)] if second is not None else [])
         return first + others
 

@@ -246,6 +246,22 @@ async def test_other_pages_are_quoted_each_under_its_own_heading() -> None:
     )
 
 
+async def test_a_short_first_passage_is_joined_by_the_rest_of_its_section_under_one_heading() -> None:
+    engine = engine_of_passages(
+        [
+            CorpusPassage("tides.md", "Tides", "Tide tables list every tide."),
+            CorpusPassage("tides.md", "Tides", "They are printed on the first of the month."),
+            CorpusPassage("winds.md", "Winds", "Trade winds blow from the east."),
+        ]
+    )
+    answer = await engine.answer("Where are the tide tables?", [])
+
+    assert answer.text == (
+        "**Tides** (`tides.md`)\n\nTide tables list every tide.\n\n"
+        "They are printed on the first of the month."
+    )
+
+
 async def test_a_first_passage_long_enough_to_answer_is_not_followed_by_the_next() -> None:
     opening = "Tide tables list the high and low tide of every day, " + "at every port, " * 12 + "too."
     engine = engine_of_passages(
