@@ -243,8 +243,8 @@ def engines(corpus: Path, rankings: list[str], cache_root: Path) -> dict[str, An
     from app.engines.embeddings.local import LocalEmbedder
     from app.engines.retrieval.engine import RetrievalEngine
     from app.knowledge.corpus_cache import index_folder
-    from app.knowledge.served import Naming, ServedIndex
-    from app.settings.engines import BUNDLED_NAME
+    from app.knowledge.served import ServedIndex, naming_of
+    from app.settings.engines import EngineSettings
 
     embedder = LocalEmbedder()
     cache = cache_root / corpus.resolve().name
@@ -253,7 +253,7 @@ def engines(corpus: Path, rankings: list[str], cache_root: Path) -> dict[str, An
     print(f"eval: {corpus.name}: {index.passage_count} passages, ready in {time.monotonic() - started:.1f} s")
     # Named as the service names it: Anvil's own docs by their name, any other folder by its own.
     bundled = corpus.resolve() == (ROOT / "docs").resolve()
-    naming = Naming(fallback=BUNDLED_NAME if bundled else corpus.resolve().name)
+    naming = naming_of(EngineSettings(corpus_dir=None if bundled else corpus))
     served = ServedIndex(index, embedder.name, naming)
     return {ranking: RetrievalEngine(served, embedder, ranking=ranking) for ranking in rankings}
 

@@ -11,7 +11,6 @@ finding names the file it is in, so the two sets of findings do not mix.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -19,9 +18,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-from deploy.terraform_config import ROOT, TERRAFORM
+from deploy.terraform_config import TERRAFORM
+from support.tool_venvs import tool_program
 
 ACCEPTED = Path(__file__).with_name("checkov-accepted.yml")
 # After the directory: what docs/deployment.md shows, plus the JSON report the tests read.
@@ -29,11 +28,7 @@ CHECKOV_ARGUMENTS = ["--framework", "terraform", "--skip-download", "--quiet", "
 
 
 def checkov_binary() -> Path:
-    configured = os.environ.get("CHECKOV_BINARY")
-    path = Path(configured) if configured else ROOT / ".venv-checkov" / "bin" / "checkov"
-    if not path.is_file():
-        pytest.skip(f"checkov is not installed at {path}: ./dev.sh test installs it")
-    return path
+    return tool_program("CHECKOV_BINARY", ".venv-checkov", "checkov")
 
 
 def run_checkov(directory: Path) -> list[tuple[str, str, str]]:

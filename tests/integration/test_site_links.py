@@ -8,7 +8,6 @@ Sphinx pins a docutils older than Anvil's, so it runs from a virtual environment
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+from support.tool_venvs import tool_program
 
 from app.knowledge.build import Source, build
 from app.knowledge.index import PassageIndex
@@ -70,11 +70,7 @@ def write(folder: Path, pages: dict[str, str]) -> Path:
 
 
 def sphinx_python() -> Path:
-    configured = os.environ.get("SPHINX_PYTHON")
-    path = Path(configured) if configured else ROOT / ".venv-sphinx" / "bin" / "python"
-    if not path.is_file():
-        pytest.skip(f"Sphinx is not installed at {path}: ./dev.sh test installs it")
-    return path
+    return tool_program("SPHINX_PYTHON", ".venv-sphinx", "python")
 
 
 def run(command: list[str], cwd: Path) -> None:

@@ -80,11 +80,11 @@ def lift(scores: Scores, index: PassageIndex, document: int) -> Scores:
     best = float(scores.max())
     if best <= 0:
         return scores
-    own = scores[index.passage_document == document]
-    if not own.size or float(own.max()) < FOLLOW_UP_NEAR * best:
+    page = index.passage_document == document
+    if not page.any() or float(scores[page].max()) < FOLLOW_UP_NEAR * best:
         return scores
     lifted = scores.copy()
-    lifted[(index.passage_document == document) & (scores > 0)] += FOLLOW_UP_LIFT * best
+    lifted[page & (scores > 0)] += FOLLOW_UP_LIFT * best
     return lifted
 
 

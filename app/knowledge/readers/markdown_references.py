@@ -9,18 +9,19 @@ the same block are left as a paragraph of text, and a link that refers to one of
 - a paragraph whose every line is such a definition is left out (`only_definitions`);
 - an unresolved reference link, `[text][]` or `[text][label]`, is its text (`resolve`).
 
-Both are linear: backtick runs are paired once, left to right, to tell code spans (whose
-brackets are code) from text.
+Both are linear: code spans (whose brackets are code) are told from text by `markup.code_spans`,
+which pairs backtick runs once, left to right.
 """
 
 from __future__ import annotations
 
 import re
 
+from app.knowledge.readers.markup import code_spans
+
 _DEFINITION = re.compile(r" {0,3}\[[^\n]*\]:[ \t]*\S[^\n]*")
 # `[text][label]` not right after a word, a `]` or a backslash (`a[0][1]` is an index).
 _REFERENCE = re.compile(r"(?<![\w\]\\])\[([^\[\]\n]+)\]\[[^\[\]\n]*\]")
-_TICKS = re.compile(r"`+")
 
 
 def only_definitions(source: str) -> bool:
@@ -45,26 +46,8 @@ def resolve(text: str) -> str:
 
 
 def _masked(text: str) -> str:
-    """`text` with every code span (a backtick run up to the next run of the same length)
-    blanked out, so that no bracket inside one is read."""
-    runs = [(m.start(), m.end()) for m in _TICKS.finditer(text)]
-    following: dict[int, list[int]] = {}  # run length -> indexes of runs of that length, in order
-    for number, (start, end) in enumerate(runs):
-        following.setdefault(end - start, []).append(number)
-    taken = dict.fromkeys(following, 0)  # per length, how many of its runs are behind us
-    spans: list[tuple[int, int]] = []
-    number = 0
-    while number < len(runs):
-        start, end = runs[number]
-        same = following[end - start]
-        while taken[end - start] < len(same) and same[taken[end - start]] <= number:
-            taken[end - start] += 1
-        if taken[end - start] < len(same):
-            closer = same[taken[end - start]]
-            spans.append((start, runs[closer][1]))
-            number = closer + 1
-        else:
-            number += 1
+    """`text` with every code span blanked out, so that no bracket inside one is read."""
+    spans = code_spans(text)
     if not spans:
         return text
     pieces: list[str] = []
